@@ -1,0 +1,67 @@
+"""create_app(settings): wiring only. The lifespan builds the AppState; create_app does no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+from fastapi import FastAPI
+
+from proxy import __version__
+from proxy.errors import install_handlers
+from proxy.routes import router
+from proxy.settings import Settings
+from proxy.upstream import Timeouts, Upstream
+
+
+@dataclass
+class AppState:
+    """Everything a request handler needs, owned by the lifespan (no module globals)."""
+
+    settings: Settings
+    upstream: Upstream
+
+
+def build_upstream(
+    settings: Settings, transport: httpx.AsyncBaseTransport | None = None
+) -> Upstream:
+    key = settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
+    return Upstream(
+        settings.upstream_url,
+        api_key=key,
+        timeouts=Timeouts(
+            connect=settings.connect_timeout,
+            first_byte=settings.first_byte_timeout,
+            idle=settings.idle_timeout,
+            write=settings.write_timeout,
+        ),
+        max_connections=settings.max_connections,
+        transport=transport,
+    )
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        upstream = build_upstream(settings)
+        app.state.shrink = AppState(settings=settings, upstream=upstream)
+        try:
+            yield
+        finally:
+            await upstream.aclose()
+
+    app = FastAPI(
+        title="shrink-proxy",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    install_handlers(app)
+    app.include_router(router)
+    return app

@@ -1,0 +1,75 @@
+"""Shared vocabulary of the pure pipeline: the counter protocol, the policy, the stage results.
+
+Nothing here does I/O or reads settings; the edge builds a `Policy` from `Settings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Message = dict[str, Any]
+Mode = Literal["auto", "off", "tools", "trim"]
+
+
+class Counter(Protocol):
+    """What the pipeline needs from a tokenizer (see proxy.tokens for the real one)."""
+
+    @property
+    def exact(self) -> bool:
+        """False when counts are a byte-based estimate rather than a real encoding."""
+        ...
+
+    def count_text(self, text: str) -> int: ...
+
+    def count_message(self, message: Mapping[str, Any]) -> int:
+        """Tokens of one chat message including its per-message overhead."""
+        ...
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How hard to shrink. Built once from Settings at the edge; never depends on a request."""
+
+    tool_max_tokens: int = 1024
+    keep_last: int = 4
+    # Candidate cut points sit where the running token sum of the history crosses multiples of
+    # trim_step * budget: the larger the step, the rarer (and deeper) a cut that moves.
+    trim_step: float = 0.5
+    marker_role: Literal["system", "user"] = "system"
+    mode: Mode = "auto"
+
+
+@dataclass
+class StageAction:
+    """One thing a stage did, for the report: which message, what happened, tokens before/after."""
+
+    stage: str
+    index: int
+    detail: str
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass
+class Report:
+    """What the pipeline did to one request. Serialised as-is by /v1/shrink."""
+
+    tokens_before: int = 0
+    tokens_after: int = 0
+    budget: int = 0
+    window: int = 0
+    estimate: bool = False
+    fits: bool = True
+    actions: dict[str, int] = field(default_factory=dict)
+    details: list[StageAction] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def count(self, stage: str, n: int = 1) -> None:
+        self.actions[stage] = self.actions.get(stage, 0) + n
+
+    @property
+    def actions_header(self) -> str:
+        """`tools:3,trim:14`, or `none` when nothing changed."""
+        return ",".join(f"{k}:{v}" for k, v in self.actions.items()) or "none"

@@ -1,0 +1,135 @@
+"""Relaying an upstream response to the client: status first, then raw bytes as they arrive.
+
+Starlette's StreamingResponse (ASGI spec 2.4) notices a client that went away only when its next
+`send` fails, so a silent upstream would be held open for minutes. `Relay` watches `receive()` for
+`http.disconnect` and cancels the copy at once; the upstream response is closed in `finally`.
+After headers are sent, an upstream failure becomes an in-band SSE error frame (for event streams)
+or an early end of the body (for anything else): nothing else can be said at that point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from proxy.errors import ProxyError, sse_error_frame
+
+log = logging.getLogger(__name__)
+
+Done = Callable[["RelayOutcome"], Awaitable[None] | None]
+
+
+class RelayOutcome:
+    """How a relay ended, for the request log and metrics."""
+
+    __slots__ = ("bytes_sent", "chunks", "client_disconnected", "error")
+
+    def __init__(self) -> None:
+        self.bytes_sent = 0
+        self.chunks = 0
+        self.client_disconnected = False
+        self.error: ProxyError | None = None
+
+
+class DisconnectWatch:
+    """Cancels the handler's task the moment the client disconnects.
+
+    Started before the upstream request opens (a client may leave while the upstream is still
+    thinking) and handed to the `Relay`, which keeps it running while bytes flow.
+    """
+
+    def __init__(self, receive: Receive):
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.disconnected = False
+        self._watcher = asyncio.create_task(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.disconnected = True
+                self.task.cancel()
+                return
+
+    def absorb(self) -> bool:
+        """Inside `except CancelledError`: True (and the cancel undone) if we caused it."""
+        if self.disconnected:
+            self.task.uncancel()
+            return True
+        return False
+
+    async def stop(self) -> None:
+        self._watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._watcher
+
+
+class Relay(Response):
+    def __init__(
+        self,
+        *,
+        status_code: int,
+        headers: list[tuple[str, str]],
+        body: AsyncIterator[bytes],
+        close: Callable[[], Awaitable[None]],
+        event_stream: bool,
+        watch: DisconnectWatch,
+        on_done: Done | None = None,
+    ):
+        self.status_code = status_code
+        self.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+        self.body_iterator = body
+        self._close = close
+        self._event_stream = event_stream
+        self._watch = watch
+        self._on_done = on_done
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        outcome = RelayOutcome()
+        watch = self._watch
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
+            try:
+                async for chunk in self.body_iterator:
+                    outcome.chunks += 1
+                    outcome.bytes_sent += len(chunk)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except ProxyError as exc:
+                outcome.error = exc
+                log.warning("upstream failed mid-response: %s", exc.message)
+                if self._event_stream:
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": sse_error_frame(exc),
+                            "more_body": True,
+                        }
+                    )
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not watch.absorb():
+                raise
+            outcome.client_disconnected = True
+        except OSError:
+            outcome.client_disconnected = True
+        finally:
+            await watch.stop()
+            await self._close()
+            if self._on_done is not None:
+                result = self._on_done(outcome)
+                if result is not None:
+                    await result

@@ -1,0 +1,195 @@
+"""Settings: the one place that reads the environment.
+
+`cli.py` builds one frozen `Settings` (env `SHRINK_*`, an optional env file, then CLI flags on
+top) and every component receives the values it needs. Each field's description feeds the README
+table (`shrink-proxy settings-table`), so the documentation cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIN_WINDOW = 512
+MAX_WINDOW = 10_000_000
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SHRINK_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        frozen=True,
+    )
+
+    # --- network -------------------------------------------------------------------------------
+    upstream_url: str = Field(
+        "http://127.0.0.1:11434/v1",
+        description="Base URL of the real backend, including `/v1`, exactly like an OpenAI "
+        "client's `base_url` (default: Ollama on this machine).",
+    )
+    upstream_api_key: SecretStr | None = Field(
+        None,
+        description="Key sent upstream as `Authorization: Bearer …` (and `api-key` for Azure "
+        "paths) instead of the client's, so clients can hold a dummy key. Unset: the client's "
+        "own `Authorization`/`api-key` is passed through.",
+    )
+    host: str = Field("127.0.0.1", description="Interface to bind. `0.0.0.0` exposes the proxy.")
+    port: int = Field(8080, ge=0, le=65535, description="Port to listen on.")
+    workers: int = Field(1, ge=1, le=64, description="Worker processes (state is per worker).")
+
+    # --- timeouts and limits -------------------------------------------------------------------
+    connect_timeout: float = Field(
+        10.0, gt=0, description="Seconds to establish a connection to the upstream."
+    )
+    first_byte_timeout: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds to wait for the upstream's response headers. A non-streamed "
+        "generation may legitimately take minutes.",
+    )
+    idle_timeout: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds allowed between two chunks of an upstream response body.",
+    )
+    write_timeout: float = Field(60.0, gt=0, description="Seconds to send the request upstream.")
+    max_body_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body accepted; larger ones get 413.",
+    )
+    max_connections: int = Field(
+        512, ge=1, description="Upper bound on concurrent upstream connections."
+    )
+
+    # --- shrinking -----------------------------------------------------------------------------
+    mode: Literal["auto", "off", "tools", "trim"] = Field(
+        "auto",
+        description="Default shrink mode: `auto` (compact tool results, trim history to fit), "
+        "`tools` (compact tool results only), `trim` (same as auto), `off` (pure pass-through). "
+        "Clients override per request with the `x-shrink-mode` header.",
+    )
+    context_window: int = Field(
+        32768,
+        description=f"Context window (tokens) assumed for models without an override. "
+        f"Clamped to [{MIN_WINDOW}, {MAX_WINDOW}].",
+    )
+    model_windows: dict[str, int] = Field(
+        default_factory=dict,
+        description='Per-model windows as JSON, e.g. `{"qwen2.5-coder": 32768}`. A key matches '
+        "the model name exactly, else as its longest prefix.",
+    )
+    tokenizer: str | None = Field(
+        None,
+        description="Force one tiktoken encoding (`cl100k_base`, `o200k_base`) for every model. "
+        "Default: chosen by model family.",
+    )
+    tiktoken_cache_dir: str | None = Field(
+        None,
+        validation_alias="TIKTOKEN_CACHE_DIR",
+        description="(env `TIKTOKEN_CACHE_DIR`, no prefix) Folder holding tiktoken's encoding "
+        "files for air-gapped machines. Without the files, counts fall back to a labelled "
+        "bytes/4 estimate with a larger safety margin.",
+    )
+    completion_reserve: int = Field(
+        4096,
+        ge=0,
+        description="Tokens kept free for the answer when the request has no "
+        "`max_completion_tokens`/`max_tokens` (capped at a quarter of the window).",
+    )
+    min_prompt_budget: int = Field(
+        1024,
+        ge=64,
+        description="Floor for the prompt budget when the request's own completion reserve "
+        "would leave less (the reserve is clamped and the report says so).",
+    )
+    safety_margin: float = Field(
+        0.03, ge=0, le=0.5, description="Share of the window kept free for counting error."
+    )
+    estimate_safety_margin: float = Field(
+        0.15,
+        ge=0,
+        le=0.5,
+        description="Share of the window kept free when counting falls back to the estimate.",
+    )
+    tool_max_tokens: int = Field(
+        1024,
+        ge=64,
+        description="Tool results above this many tokens are compacted to fit it "
+        "(content-aware: logs, JSON, text).",
+    )
+    keep_last: int = Field(
+        4, ge=0, le=1000, description="The last N messages are never trimmed away."
+    )
+    trim_step: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Cut points sit at multiples of this share of the budget in the running "
+        "token sum: larger means rarer, deeper cuts and fewer prompt-cache misses.",
+    )
+    marker_role: Literal["system", "user"] = Field(
+        "system",
+        description="Role of the message that says how much history was omitted.",
+    )
+
+    # --- logging -------------------------------------------------------------------------------
+    log_level: str = Field("info", description="Log level: debug, info, warning, error.")
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto", description="Log line format; `auto` is JSON unless stderr is a terminal."
+    )
+
+    @field_validator("context_window")
+    @classmethod
+    def _clamp_window(cls, v: int) -> int:
+        return max(MIN_WINDOW, min(MAX_WINDOW, v))
+
+    @field_validator("model_windows")
+    @classmethod
+    def _clamp_model_windows(cls, v: dict[str, int]) -> dict[str, int]:
+        return {k: max(MIN_WINDOW, min(MAX_WINDOW, int(n))) for k, n in v.items()}
+
+    @field_validator("upstream_url")
+    @classmethod
+    def _check_url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("upstream_url must start with http:// or https://")
+        return v.rstrip("/")
+
+    def window_for(self, model: str | None) -> int:
+        """The configured window for a model: exact key, else the longest matching prefix."""
+        if model and self.model_windows:
+            if model in self.model_windows:
+                return self.model_windows[model]
+            best = max((k for k in self.model_windows if model.startswith(k)), key=len, default="")
+            if best:
+                return self.model_windows[best]
+        return self.context_window
+
+
+def load_settings(env_file: str | None = None, **overrides: object) -> Settings:
+    """Env (and an env file) first, explicit overrides (CLI flags) on top."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    if env_file is not None:
+        if not os.path.isfile(env_file):
+            raise FileNotFoundError(f"env file not found: {env_file}")
+        return Settings(_env_file=env_file, **clean)  # type: ignore[call-arg]
+    return Settings(**clean)  # type: ignore[call-arg]
+
+
+def settings_table() -> str:
+    """Markdown table of every setting, its env variable, default and description."""
+    rows = ["| env | default | description |", "|---|---|---|"]
+    for name, f in Settings.model_fields.items():
+        env = (
+            f.validation_alias if isinstance(f.validation_alias, str) else f"SHRINK_{name.upper()}"
+        )
+        default = f.default_factory() if f.default_factory else f.default  # type: ignore[call-arg]
+        shown = "" if default is None else f"`{default}`"
+        rows.append(f"| `{env}` | {shown} | {f.description or ''} |")
+    return "\n".join(rows)

@@ -1,0 +1,53 @@
+"""Shared fixtures: a recording fake upstream and the proxy, each under real uvicorn on loopback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from proxy.app import create_app
+from proxy.settings import Settings
+from tests.fakes.server import serve
+from tests.fakes.upstream import FakeUpstream
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("SHRINK_CORPUS_DIR", ROOT.parent / "shared" / "corpus" / "dev"))
+
+
+@pytest.fixture(scope="session")
+def fake() -> Iterator[FakeUpstream]:
+    fake = FakeUpstream()
+    with serve(fake.app()) as url:
+        fake.url = url  # type: ignore[attr-defined]
+        yield fake
+
+
+@pytest.fixture
+def upstream(fake: FakeUpstream) -> FakeUpstream:
+    fake.reset()
+    return fake
+
+
+ProxyFactory = Callable[..., str]
+
+
+@pytest.fixture
+def start_proxy(upstream: FakeUpstream) -> Iterator[ProxyFactory]:
+    """start_proxy(**settings) -> base URL of a proxy in front of the fake upstream."""
+    with ExitStack() as stack:
+
+        def start(**overrides) -> str:
+            overrides.setdefault("upstream_url", upstream.url + "/v1")  # type: ignore[attr-defined]
+            settings = Settings(**overrides)
+            return stack.enter_context(serve(create_app(settings)))
+
+        yield start
+
+
+@pytest.fixture
+def proxy_url(start_proxy: ProxyFactory) -> str:
+    return start_proxy()
