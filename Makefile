@@ -23,8 +23,8 @@ run: $(BIN)/.installed
 	$(BIN)/shrink-proxy serve $(ARGS)
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check proxy tests bench
-	$(BIN)/ruff format --check proxy tests bench
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

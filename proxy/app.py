@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import anyio
 import httpx
 from fastapi import FastAPI
 
@@ -13,6 +14,8 @@ from proxy import __version__
 from proxy.errors import install_handlers
 from proxy.routes import router
 from proxy.settings import Settings
+from proxy.shrinker import Shrinker
+from proxy.tokens import Tokenizers
 from proxy.upstream import Timeouts, Upstream
 
 
@@ -22,6 +25,12 @@ class AppState:
 
     settings: Settings
     upstream: Upstream
+    tokenizers: Tokenizers
+    shrinker: Shrinker
+
+
+def build_tokenizers(settings: Settings) -> Tokenizers:
+    return Tokenizers(override=settings.tokenizer, cache_dir=settings.tiktoken_cache_dir)
 
 
 def build_upstream(
@@ -48,7 +57,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upstream = build_upstream(settings)
-        app.state.shrink = AppState(settings=settings, upstream=upstream)
+        tokenizers = build_tokenizers(settings)
+        # Load the encodings now (a file read each), not on the first request.
+        for name in ("cl100k_base", "o200k_base"):
+            await anyio.to_thread.run_sync(tokenizers.for_encoding, name)
+        app.state.shrink = AppState(
+            settings=settings,
+            upstream=upstream,
+            tokenizers=tokenizers,
+            shrinker=Shrinker(settings, tokenizers),
+        )
         try:
             yield
         finally:

@@ -34,7 +34,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", help="debug, info, warning, error")
     serve.add_argument("--log-format", choices=["auto", "json", "text"])
 
-    sub.add_parser("settings-table", help="print the settings table (markdown) for the README")
+    shrink = sub.add_parser(
+        "shrink",
+        help="shrink a saved chat request offline",
+        description="Shrink a saved chat completion request (JSON with `messages`) as the proxy "
+        "would, without calling any upstream. The shrunk request goes to stdout, a readable "
+        "report to stderr. Exit status 3 when it cannot be made to fit.",
+    )
+    shrink.add_argument("file", help="request JSON file, or - for stdin")
+    add_common(shrink)
+    shrink.add_argument("--model", help="override the request's model (picks window/tokenizer)")
+    shrink.add_argument("--max-tokens", type=int, help="completion reserve for this request")
+    shrink.add_argument("--json-report", action="store_true", help="report as JSON on stderr")
+
+    table = sub.add_parser("settings-table", help="print the settings table (markdown)")
+    table.add_argument("--update", metavar="README", help="rewrite the table inside this file")
     return parser
 
 
@@ -47,9 +61,11 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=["auto", "off", "tools", "trim"], help="default shrink mode")
     p.add_argument("--tool-max-tokens", type=int, help="compact tool results above this size")
     p.add_argument("--keep-last", type=int, help="never trim the last N messages")
+    p.add_argument("--tokenizer", help="force a tiktoken encoding (cl100k_base, o200k_base)")
 
 
 OVERRIDES = (
+    "tokenizer",
     "upstream_url",
     "context_window",
     "mode",
@@ -75,8 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if args.command == "settings-table":
-        print(settings_table())
-        return 0
+        return update_table(args.update) if args.update else print(settings_table()) or 0
     try:
         settings = settings_from(args)
     except (ValidationError, FileNotFoundError) as exc:
@@ -84,8 +99,81 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         return serve(settings)
+    if args.command == "shrink":
+        return shrink_file(settings, args)
     parser.error(f"unknown command {args.command}")
     return 2
+
+
+def update_table(path: str) -> int:
+    import re
+
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    new, n = re.subn(
+        r"(<!-- settings-table:start -->\n).*?(\n<!-- settings-table:end -->)",
+        lambda m: m.group(1) + settings_table() + m.group(2),
+        text,
+        flags=re.S,
+    )
+    if n != 1:
+        print(f"shrink-proxy: no settings-table markers in {path}", file=sys.stderr)
+        return 2
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(new)
+    return 0
+
+
+def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import orjson
+
+    from proxy import wire
+    from proxy.app import build_tokenizers
+    from proxy.errors import ProxyError
+    from proxy.shrinker import Shrinker
+
+    logging.basicConfig(level=logging.WARNING, format="shrink-proxy: %(message)s")
+    try:
+        raw = sys.stdin.buffer.read() if args.file == "-" else open(args.file, "rb").read()
+    except OSError as exc:
+        print(f"shrink-proxy: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        body = wire.parse_chat(raw)
+    except ProxyError as exc:
+        print(f"shrink-proxy: {args.file}: {exc.message}", file=sys.stderr)
+        return 2
+    if args.model:
+        body["model"] = args.model
+    if args.max_tokens:
+        body["max_tokens"] = args.max_tokens
+    plan = Shrinker(settings, build_tokenizers(settings)).plan_sync(body, settings.mode)
+    out = wire.dump_with_messages(body, plan.messages) if plan.changed else raw
+    sys.stdout.buffer.write(out.rstrip(b"\n") + b"\n")
+    r = plan.report
+    if args.json_report:
+        print(orjson.dumps(dataclasses.asdict(r)).decode(), file=sys.stderr)
+    else:
+        saved = r.tokens_before - r.tokens_after
+        pct = 100 * saved / r.tokens_before if r.tokens_before else 0
+        print(
+            f"tokens: {r.tokens_before:,} -> {r.tokens_after:,} (saved {saved:,}, {pct:.0f}%); "
+            f"budget {r.budget:,} of window {r.window:,}; fits: {'yes' if r.fits else 'NO'}"
+            + ("; counts are a bytes/4 ESTIMATE" if r.estimate else ""),
+            file=sys.stderr,
+        )
+        print(f"actions: {r.actions_header}", file=sys.stderr)
+        for d in r.details:
+            print(
+                f"  {d.stage:<9} message {d.index:>4}: {d.detail} "
+                f"({d.tokens_before:,} -> {d.tokens_after:,} tokens)",
+                file=sys.stderr,
+            )
+        for note in r.notes:
+            print(f"  note: {note}", file=sys.stderr)
+    return 0 if r.fits else 3
 
 
 def is_public(host: str) -> bool:

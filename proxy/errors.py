@@ -24,10 +24,18 @@ class ProxyError(Exception):
     type = "api_error"
     code: str | None = None
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.param = param
+        self.headers = headers
         if code is not None:
             self.code = code
 
@@ -109,7 +117,7 @@ def sse_error_frame(exc: ProxyError) -> bytes:
 def install_handlers(app: FastAPI) -> None:
     async def on_proxy_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ProxyError)
-        return error_response(exc)
+        return error_response(exc, headers=exc.headers)
 
     async def on_http_exception(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)

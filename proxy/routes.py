@@ -6,17 +6,21 @@ Each handler reads like a table of contents; the work lives in wire, upstream an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING
 
 import httpx
+import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from proxy import wire
-from proxy.errors import PayloadTooLarge, ProxyError, UnsupportedMediaType
+from proxy.errors import ContextTooLarge, PayloadTooLarge, ProxyError, UnsupportedMediaType
+from proxy.pipeline import Report
 from proxy.relay import DisconnectWatch, Relay, RelayOutcome
+from proxy.shrinker import parse_mode
 from proxy.upstream import new_request_id, request_headers, response_headers
 
 if TYPE_CHECKING:
@@ -91,8 +95,77 @@ async def chat_completions(request: Request) -> Response:
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     body = wire.parse_chat(raw)
-    fields = {"request_id": request_id, "route": "chat", "model": body.get("model")}
-    return await forward(request, state, raw, request_id, fields, started, body_changed=False)
+    mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings.mode)
+    plan = await state.shrinker.plan(body, len(raw), mode)
+    report = plan.report
+    fields: dict[str, object] = {
+        "request_id": request_id,
+        "route": "chat",
+        "model": body.get("model"),
+        "mode": mode,
+        "tokens_before": report.tokens_before,
+        "tokens_after": report.tokens_after,
+        "budget": report.budget,
+        "actions": report.actions_header,
+        "shrink_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
+    headers = shrink_headers(report)
+    if not report.fits and mode in ("auto", "trim"):
+        log_request(fields, started, status=400, error="context_length_exceeded")
+        raise ContextTooLarge(too_large_message(body, report), headers=dict(headers))
+    content = wire.dump_with_messages(body, plan.messages) if plan.changed else raw
+    return await forward(
+        request,
+        state,
+        content,
+        request_id,
+        fields,
+        started,
+        body_changed=plan.changed,
+        extra_headers=headers,
+    )
+
+
+@router.post("/v1/shrink")
+async def shrink_preview(request: Request) -> Response:
+    """What the proxy would send for this chat request, and why; the upstream is not called."""
+    state = state_of(request)
+    check_content_type(request)
+    raw = await read_body(request, state.settings.max_body_bytes)
+    body = wire.parse_chat(raw)
+    mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings.mode)
+    plan = await state.shrinker.plan(body, len(raw), mode)
+    return Response(
+        orjson.dumps({"messages": plan.messages, "report": report_dict(plan.report)}),
+        media_type="application/json",
+        headers=dict(shrink_headers(plan.report)),
+    )
+
+
+def shrink_headers(report: Report) -> list[tuple[str, str]]:
+    headers = [
+        ("x-shrink-tokens-before", str(report.tokens_before)),
+        ("x-shrink-tokens-after", str(report.tokens_after)),
+        ("x-shrink-actions", report.actions_header),
+        ("x-shrink-budget", str(report.budget)),
+    ]
+    if report.estimate:
+        headers.append(("x-shrink-estimate", "bytes/4"))
+    return headers
+
+
+def too_large_message(body: dict[str, object], report: Report) -> str:
+    return (
+        f"This request needs {report.tokens_after:,} prompt tokens even after shrink-proxy "
+        f"dropped old history and cut the largest texts of the newest turn, but model "
+        f"{body.get('model')!r} has a prompt budget of {report.budget:,} tokens (window "
+        f"{report.window:,} minus the completion reserve and a safety margin). Shorten the "
+        "latest message, lower max_tokens, or raise the context window."
+    )
+
+
+def report_dict(report: Report) -> dict[str, object]:
+    return {**dataclasses.asdict(report), "actions_header": report.actions_header}
 
 
 @router.api_route("/v1/{path:path}", methods=ALL_METHODS)
@@ -102,7 +175,11 @@ async def passthrough(request: Request) -> Response:
     started = time.perf_counter()
     request_id = request_id_of(request)
     raw = await read_body(request, state.settings.max_body_bytes)
-    fields = {"request_id": request_id, "route": "passthrough", "path": request.url.path}
+    fields: dict[str, object] = {
+        "request_id": request_id,
+        "route": "passthrough",
+        "path": request.url.path,
+    }
     return await forward(request, state, raw, request_id, fields, started, body_changed=False)
 
 

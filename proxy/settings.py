@@ -8,6 +8,7 @@ table (`shrink-proxy settings-table`), so the documentation cannot drift from th
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
@@ -89,12 +90,13 @@ class Settings(BaseSettings):
         description="Force one tiktoken encoding (`cl100k_base`, `o200k_base`) for every model. "
         "Default: chosen by model family.",
     )
-    tiktoken_cache_dir: str | None = Field(
-        None,
+    tiktoken_cache_dir: str = Field(
+        default_factory=lambda: _tiktoken_cache_dir(os.environ),
         validation_alias="TIKTOKEN_CACHE_DIR",
         description="(env `TIKTOKEN_CACHE_DIR`, no prefix) Folder holding tiktoken's encoding "
-        "files for air-gapped machines. Without the files, counts fall back to a labelled "
-        "bytes/4 estimate with a larger safety margin.",
+        "files for air-gapped machines (default: tiktoken's own, `<tmp>/data-gym-cache`). "
+        "Without the files, counts fall back to a labelled bytes/4 estimate with a larger "
+        "safety margin; nothing is ever downloaded at request time.",
     )
     completion_reserve: int = Field(
         4096,
@@ -172,6 +174,14 @@ class Settings(BaseSettings):
         return self.context_window
 
 
+def _tiktoken_cache_dir(environ: os._Environ[str] | dict[str, str]) -> str:
+    """Where tiktoken itself would look (tiktoken.load.read_file_cached)."""
+    for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if environ.get(name):
+            return environ[name]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
 def load_settings(env_file: str | None = None, **overrides: object) -> Settings:
     """Env (and an env file) first, explicit overrides (CLI flags) on top."""
     clean = {k: v for k, v in overrides.items() if v is not None}
@@ -189,7 +199,10 @@ def settings_table() -> str:
         env = (
             f.validation_alias if isinstance(f.validation_alias, str) else f"SHRINK_{name.upper()}"
         )
-        default = f.default_factory() if f.default_factory else f.default  # type: ignore[call-arg]
-        shown = "" if default is None else f"`{default}`"
+        if name == "tiktoken_cache_dir":
+            shown = "tiktoken's"
+        else:
+            default = f.default_factory() if f.default_factory else f.default  # type: ignore[call-arg]
+            shown = "" if default is None else f"`{default}`"
         rows.append(f"| `{env}` | {shown} | {f.description or ''} |")
     return "\n".join(rows)

@@ -15,7 +15,7 @@ def test_readme_settings_table_is_current():
     )
     assert m, "README lacks the settings table markers"
     assert m.group(1).strip() == settings_table().strip(), (
-        "README settings table is stale: regenerate it with `shrink-proxy settings-table`"
+        "README settings table is stale: run `shrink-proxy settings-table --update README.md`"
     )
 
 

@@ -1,0 +1,205 @@
+"""The pure shrink pipeline: messages in, messages plus a report out. No I/O, no settings.
+
+  stage 1 `tools`  every oversized tool result is compacted, content-aware and position-free
+                   (the same output is cut the same way every turn: prefix caches survive);
+  stage 2 `trim`   when still over budget, the oldest history is dropped at a sticky cut;
+  stage 3          when even the newest turn does not fit, its largest texts are cut head+tail.
+
+Stages are picked by mode from a registry (`off` is the null object). The caller passes a token
+counter and an optional memo for stage 1; neither changes results, only their cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.pipeline.budget import Budget, compute_budget
+from proxy.pipeline.compact import Compacted, compact_text
+from proxy.pipeline.trim import trim_history
+from proxy.pipeline.types import Counter, Message, Mode, Policy, Report, StageAction
+
+__all__ = ["Budget", "Plan", "Policy", "Report", "compute_budget", "shrink"]
+
+REPLY_PRIMING = 3
+TOOL_ROLES = ("tool", "function")
+CompactMemo = MutableMapping[tuple[bytes, int], Compacted | None]
+
+
+@dataclass
+class Plan:
+    messages: list[Message]
+    report: Report
+    changed: bool
+
+
+def shrink(
+    messages: list[Message],
+    *,
+    budget: Budget,
+    counter: Counter,
+    policy: Policy,
+    mode: Mode | None = None,
+    fixed_tokens: int = 0,
+    memo: CompactMemo | None = None,
+) -> Plan:
+    """Shrink `messages` so that they plus `fixed_tokens` (tool definitions) fit `budget.prompt`."""
+    mode = mode or policy.mode
+    report = Report(budget=budget.prompt, window=budget.window, estimate=not counter.exact)
+    if budget.clamped:
+        report.notes.append(
+            f"completion reserve {budget.reserve:,} leaves too little room; "
+            f"prompt budget clamped to {budget.prompt:,}"
+        )
+    before = _total(messages, counter, fixed_tokens)
+    report.tokens_before = report.tokens_after = before
+    out = list(messages)
+    for stage in STAGES[mode]:
+        if stage is _trim and _total(out, counter, fixed_tokens) <= budget.prompt:
+            break
+        out = stage(out, budget, counter, policy, fixed_tokens, memo, report)
+    after = _total(out, counter, fixed_tokens)
+    changed = any(a is not b for a, b in zip(out, messages, strict=False)) or len(out) != len(
+        messages
+    )
+    if changed and after >= before:
+        # Never make a request larger: a marker can outweigh what it replaced.
+        report.notes.append("shrinking did not reduce the request; sent unchanged")
+        report.actions.clear()
+        report.details.clear()
+        out, after, changed = list(messages), before, False
+    report.tokens_after = after
+    report.fits = after <= budget.prompt
+    return Plan(messages=out if changed else messages, report=report, changed=changed)
+
+
+def _total(messages: list[Message], counter: Counter, fixed: int) -> int:
+    return sum(counter.count_message(m) for m in messages) + fixed + REPLY_PRIMING
+
+
+def _tools(
+    messages: list[Message],
+    budget: Budget,
+    counter: Counter,
+    policy: Policy,
+    fixed: int,
+    memo: CompactMemo | None,
+    report: Report,
+) -> list[Message]:
+    """Stage 1: compact each oversized tool result alone, whatever the budget or position."""
+    limit = policy.tool_max_tokens
+    out = messages
+    for i, m in enumerate(messages):
+        if m.get("role") not in TOOL_ROLES:
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            done = _compact(content, limit, counter.count_text, memo)
+            if done is None:
+                continue
+            new: Message = {**m, "content": done.text}
+            before, after = done.tokens_before, done.tokens_after
+        elif isinstance(content, list):
+            parts, before, after = _compact_parts(content, limit, counter, memo)
+            if parts is None:
+                continue
+            new = {**m, "content": parts}
+        else:
+            continue
+        if out is messages:
+            out = list(messages)
+        out[i] = new
+        report.count("tools")
+        report.details.append(StageAction("tools", i, "tool result compacted", before, after))
+    return out
+
+
+def _compact_parts(
+    parts: list[Any], limit: int, counter: Counter, memo: CompactMemo | None
+) -> tuple[list[Any] | None, int, int]:
+    new_parts: list[Any] = []
+    changed = False
+    before = after = 0
+    for part in parts:
+        text = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
+        done = _compact(text, limit, counter.count_text, memo) if isinstance(text, str) else None
+        if done is None:
+            new_parts.append(part)
+            continue
+        changed = True
+        before += done.tokens_before
+        after += done.tokens_after
+        new_parts.append({**part, "text": done.text})
+    return (new_parts if changed else None), before, after
+
+
+def _compact(
+    text: str, limit: int, count: Callable[[str], int], memo: CompactMemo | None
+) -> Compacted | None:
+    # Tokens never exceed UTF-8 bytes, so a short text needs no count at all.
+    if len(text) <= limit and len(text.encode()) <= limit:
+        return None
+    if memo is None:
+        return compact_text(text, limit, count)
+    key = (hashlib.blake2b(text.encode(), digest_size=16).digest(), limit)
+    try:
+        return memo[key]
+    except KeyError:
+        done = memo[key] = compact_text(text, limit, count)
+        return done
+
+
+def _trim(
+    messages: list[Message],
+    budget: Budget,
+    counter: Counter,
+    policy: Policy,
+    fixed: int,
+    memo: CompactMemo | None,
+    report: Report,
+) -> list[Message]:
+    """Stages 2 and 3: drop old history at a sticky cut; last resort, cut the newest turn."""
+    room = budget.prompt - fixed - REPLY_PRIMING
+    result = trim_history(
+        messages, room, counter.count_message, policy, count_text=counter.count_text
+    )
+    if result is None:
+        return messages
+    if result.dropped_messages:
+        report.count("trim", result.dropped_messages)
+        report.details.append(
+            StageAction(
+                "trim",
+                result.cut,
+                f"{result.dropped_messages} earlier messages omitted"
+                + (
+                    f"; user message {result.carried_user} carried"
+                    if result.carried_user is not None
+                    else ""
+                ),
+                result.dropped_tokens,
+                0,
+            )
+        )
+    for s in result.shrunk:
+        report.count("truncate")
+        report.details.append(
+            StageAction(
+                "truncate", s.index, "cut head+tail (last resort)", s.tokens_before, s.tokens_after
+            )
+        )
+    return result.messages
+
+
+def _off(messages: list[Message], *args: Any) -> list[Message]:
+    return messages
+
+
+STAGES: dict[str, tuple[Callable[..., list[Message]], ...]] = {
+    "off": (_off,),
+    "tools": (_tools,),
+    "trim": (_tools, _trim),
+    "auto": (_tools, _trim),
+}

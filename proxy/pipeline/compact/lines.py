@@ -1,0 +1,192 @@
+"""Lines: fit line-oriented output (logs, listings, file dumps) into a token budget.
+
+Most tool results are lines. Each line is counted once; lines are scored (see `scoring`), runs of
+near-identical lines are demoted (see `runs`), overlong lines are cut in the middle, then a greedy
+pass keeps a head and a tail and spends what is left on the best lines, charging one marker per
+gap it opens. Kept lines come out in their original order with one marker per elided gap, so the
+model can tell what is missing and how much. Plain text (prose, `cat -n` dumps) gets head + tail
+and a single marker. Everything depends only on the text, the budget and the counter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from proxy.pipeline.compact import markers
+from proxy.pipeline.compact.runs import find_runs, last_redraw
+from proxy.pipeline.compact.scoring import NORMAL, SIMILAR, score_lines, signal_count
+
+Count = Callable[[str], int]
+
+_NUMBERED = re.compile(r"^\s*\d+\t", re.MULTILINE)  # `cat -n` / `nl` output
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How to spend a budget: shares kept at each end first, and which end wins ties."""
+
+    head_share: float
+    tail_share: float
+    head_weight: float  # distance multipliers: the smaller one's end is filled first
+    tail_weight: float
+
+
+LOG = Shape(head_share=0.1, tail_share=0.25, head_weight=2.0, tail_weight=1.0)
+TEXT = Shape(head_share=0.0, tail_share=0.0, head_weight=1.0, tail_weight=1.5)
+
+
+@dataclass(frozen=True)
+class LinesResult:
+    text: str
+    kind: str  # "log" | "text"
+    tokens: int
+    omitted_lines: int
+
+
+@dataclass
+class _Lines:
+    """The working set: one entry per line, in order."""
+
+    text: list[str]
+    cost: list[int]  # tokens of the line as it will be emitted, plus its newline
+    original: list[int]  # tokens of the line as it came in (for markers)
+    score: list[int]
+    dup: list[bool]
+    run: list[int]
+
+
+def _is_plain(text: str, lines: Sequence[str], scores: Sequence[int], runs: Sequence[int]) -> bool:
+    """Prose or a numbered file dump: nothing in it ranks above ordinary lines."""
+    nonblank = sum(1 for line in lines if line.strip())
+    if nonblank and len(_NUMBERED.findall(text)) >= 0.6 * nonblank:
+        return True
+    return signal_count(scores) == 0 and all(r < 0 for r in runs)
+
+
+def _cut_long(work: _Lines, budget: int, marker_cost: int) -> None:
+    """Cut every line above a cap in its middle, so one line cannot eat the budget.
+
+    The cap is a quarter of the budget, or more when the other lines leave room (one huge
+    line among a few short ones keeps most of the budget).
+    """
+    base = max(24, budget // 4)
+    long = [i for i, c in enumerate(work.cost) if c > base]
+    if not long:
+        return
+    small = sum(work.cost) - sum(work.cost[i] for i in long)
+    cap = max(base, int((budget * 0.85 - min(small, budget * 0.5)) / len(long)))
+    keep_tokens = max(4, cap - marker_cost)
+    for i in long:
+        if work.cost[i] <= cap:
+            continue
+        line = work.text[i]
+        per_token = len(line) / max(1, work.original[i])
+        head = int(keep_tokens * 0.55 * per_token)
+        tail = int(keep_tokens * 0.45 * per_token)
+        gone = len(line) - head - tail
+        gone_tokens = max(1, work.original[i] - keep_tokens)
+        note = markers.chars_omitted(gone, gone_tokens)
+        work.text[i] = f"{line[:head]} {note} {line[len(line) - tail :] if tail else ''}".rstrip()
+        work.cost[i] = keep_tokens + marker_cost + 2
+
+
+def _closed(keep: Sequence[bool], i: int) -> bool:
+    return i < 0 or i >= len(keep) or keep[i]
+
+
+def _select(work: _Lines, budget: int, marker_cost: int, shape: Shape) -> list[bool]:
+    """Greedy choice of lines: ends first, then by score, each charged with the markers it adds."""
+    n = len(work.text)
+    cost = work.cost
+    keep = [False] * n
+    total = 0
+    for indices, share in ((range(n), shape.head_share), (range(n - 1, -1, -1), shape.tail_share)):
+        spent = 0
+        for i in indices:
+            if keep[i] or work.dup[i] or spent + cost[i] > budget * share:
+                break
+            keep[i] = True
+            spent += cost[i]
+            total += cost[i]
+    gaps = sum(1 for i in range(n) if not keep[i] and _closed(keep, i - 1))
+    total += gaps * marker_cost
+
+    def rank(i: int) -> tuple[int, float, int]:
+        distance = min(i * shape.head_weight, (n - 1 - i) * shape.tail_weight)
+        return (-work.score[i], distance, i)
+
+    for i in sorted((i for i in range(n) if not keep[i] and not work.dup[i]), key=rank):
+        left, right = _closed(keep, i - 1), _closed(keep, i + 1)
+        delta = (1 if not left and not right else 0) - (1 if left and right else 0)
+        if delta > 0 and work.score[i] <= NORMAL:
+            continue  # ordinary lines only extend kept blocks; they never open a new gap
+        extra = cost[i] + delta * marker_cost
+        if total + extra <= budget:
+            keep[i] = True
+            total += extra
+    return keep
+
+
+def _marker(work: _Lines, start: int, end: int) -> str:
+    """The note for the elided lines [start, end)."""
+    n = end - start
+    tokens = sum(work.original[start:end]) - n
+    if start > 0 and all(work.dup[start:end]):
+        return markers.repeated(n)
+    run = work.run[start]
+    if start > 0 and run >= 0 and work.run[start - 1] == run and work.run[end - 1] == run:
+        return markers.similar_omitted(n, tokens)
+    return markers.lines_omitted(n, tokens)
+
+
+def _render(work: _Lines, keep: Sequence[bool]) -> tuple[str, int]:
+    out: list[str] = []
+    omitted = 0
+    i, n = 0, len(keep)
+    while i < n:
+        if keep[i]:
+            out.append(work.text[i])
+            i += 1
+            continue
+        j = i
+        while j < n and not keep[j]:
+            j += 1
+        out.append(_marker(work, i, j))
+        omitted += j - i
+        i = j
+    return "\n".join(out), omitted
+
+
+def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
+    """Fit `text` into `budget` tokens at line granularity; None if even that cannot fit."""
+    lines = [last_redraw(line) for line in text.split("\n")]
+    original = [count(line) + 1 for line in lines]
+    scores = score_lines(lines)
+    dup, run = find_runs(lines)
+    plain = _is_plain(text, lines, scores, run)
+    n = len(lines)
+    if plain:
+        scores = [NORMAL] * n
+        dup, run = [False] * n, [-1] * n
+    else:
+        for i in range(1, n - 1):
+            if run[i] >= 0 and run[i - 1] == run[i] == run[i + 1] and scores[i] <= NORMAL:
+                scores[i] = SIMILAR
+    work = _Lines(list(lines), list(original), original, scores, dup, run)
+    marker_cost = count(markers.lines_omitted(99_999, 9_999_999)) + 1
+    _cut_long(work, budget, marker_cost)
+    shape = TEXT if plain else LOG
+    target = budget
+    for _ in range(_ATTEMPTS):
+        keep = _select(work, target, marker_cost, shape)
+        out, omitted = _render(work, keep)
+        tokens = count(out)
+        if tokens <= budget:
+            return LinesResult(out, "text" if plain else "log", tokens, omitted)
+        target -= tokens - budget + max(4, budget // 50)
+        if target <= marker_cost:
+            break
+    return None

@@ -1,0 +1,245 @@
+"""Scoring: how much each line of program output matters to a coding agent that reads it later.
+
+A model that ran a command needs the verdict (summary and exit status), the errors with a little
+context, and tracebacks up to their exception line; progress chatter and long runs of passing tests
+matter least. Scores are plain integers so selection can sort by them. Patterns cover common
+toolchains (pytest, pip, npm, gcc/clang, make, cargo, apt, git, valgrind, Python tracebacks) by
+the shapes their messages share, never by the content of any particular run. Speed matters (a
+60k-token log must score in a few ms): line-anchored rules share one combined regex scan, and the
+rules that may match anywhere in a line only test lines found by `str.find` on a trigger literal.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from proxy.pipeline.compact.markers import MARKER_RE
+
+SUMMARY = 90  # verdicts: final test summary, exit code, "Successfully installed", totals
+STRONG = 80  # errors: FAILED/ERROR lines, compiler errors, exception lines, npm ERR!
+CONTEXT = 70  # lines right around an error or summary, the last frames of a traceback
+MARKER = 60  # a marker left by an earlier compaction: cheap and tells what is missing
+SECTION = 55  # big section rules (`=== FAILURES ===`) that tell where the lines came from
+MEDIUM = 50  # warnings, words like "failed"/"cannot", pytest `E` and `>` lines, traceback frames
+MINOR = 40  # smaller section headers (`____ test_x ____`), the rest of a traceback
+NORMAL = 20
+SIMILAR = 10  # the inside of a run of near-identical lines (progress, PASSED, downloads)
+
+# Rules anchored at the start of a line (after indentation): one combined scan, whose `^` fails
+# fast everywhere else. The first alternative that matches wins, so groups go from high to low.
+_ANCHORED = re.compile(
+    r"^[ \t]*(?:"
+    r"(?P<summary>\[?(?i:exit|return) (?i:code|status)\b"
+    r"|=+ [^\n]*\b(?:passed|failed|errors?|no tests ran)\b[^\n]* =+$"
+    r"|Ran \d+ tests? in\b|(?:OK|FAILED)(?: \([^\n]*\))?[ \t]*$"
+    r"|(?:Tests|Test Suites|Test Files|Snapshots):[ \t]+\d"
+    r"|Successfully (?:installed|built|uninstalled|tagged|created|registered)\b"
+    r"|(?:added|removed|changed|audited|up to date)\b[^\n]*\bpackages?\b"
+    r"|(?i:total|summary)\b|(?:BUILD|Build) (?:SUCCESSFUL|FAILED|succeeded|failed)\b|Finished\b)"
+    r"|(?P<strong>(?:FAILED|FAIL|ERROR|FATAL|CRITICAL|PANIC)\b"
+    r"|(?i:(?:fatal )?error(?:\[[\w-]+\])?:)"
+    r"|npm (?:ERR!|error)\b|E: |[\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b(?::|$)"
+    r"|make(?:\[\d+\])?: \*\*\*|× )"
+    r"|(?P<section>={3,} [^\n]* ={3,}$)"
+    r"|(?P<medium>[E>] |File \"[^\"\n]+\", line \d+)"
+    r"|(?P<minor>_{3,} [^\n]* _{3,}$)"
+    r")",
+    re.MULTILINE,
+)
+_GROUP_SCORES = {
+    "summary": SUMMARY,
+    "strong": STRONG,
+    "section": SECTION,
+    "medium": MEDIUM,
+    "minor": MINOR,
+}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A rule found anywhere in a line: only lines holding one of its (lowercase) trigger
+    literals are tested, because `str.find` is far cheaper than an unanchored regex scan."""
+
+    triggers: tuple[str, ...]
+    pattern: re.Pattern[str]  # searched in the lowercased line
+    score: int
+
+
+_RULES = (
+    _Rule(
+        (
+            " passed",
+            " failed",
+            " error",
+            " skipped",
+            " xfailed",
+            " xpassed",
+            " deselected",
+            " warning",
+        ),
+        re.compile(
+            r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)\b"
+            r".*\bin \d+(?:\.\d+)?s\b"
+        ),
+        SUMMARY,
+    ),
+    _Rule(
+        ("collected ", "vulnerabilit", " changed", "newly installed", " generated"),
+        re.compile(
+            r"\bcollected \d+ items?\b|\b\d+ (?:vulnerabilit|files? changed|"
+            r"upgraded, \d+ newly installed|errors? generated|warnings? generated)"
+        ),
+        SUMMARY,
+    ),
+    _Rule(
+        (" lost:", "in use at exit:", "heap usage:", "summary"),
+        re.compile(
+            r"\b(?:definitely|indirectly|possibly) lost:|in use at exit:|heap usage:"
+            r"|\bsummary:|\b(?:error|leak|heap) summary\b"
+        ),
+        SUMMARY,
+    ),
+    _Rule(("error",), re.compile(r":\d+(?::\d+)?:[ \t]*(?:fatal error|error)\b"), STRONG),
+    _Rule(
+        (
+            "panicked at",
+            "segmentation fault",
+            "core dumped",
+            "no such file or directory",
+            "command not found",
+            "permission denied",
+            "unhandled",
+            "uncaught",
+        ),
+        re.compile(
+            r"panicked at|segmentation fault|core dumped|no such file or directory"
+            r"|command not found|permission denied|\bunhandled\b|\buncaught\b"
+        ),
+        STRONG,
+    ),
+    _Rule(
+        (
+            "error",
+            "warn",
+            "fail",
+            "exception",
+            "fatal",
+            "denied",
+            "refused",
+            "timeout",
+            "time out",
+            "timed out",
+            "abort",
+            "invalid",
+            "missing",
+            "unable",
+            "cannot",
+            "can't",
+            "could not",
+            "couldn't",
+            "not found",
+            "deprecat",
+            "conflict",
+            "unresolved",
+            "traceback",
+            "unmet",
+            "incompatible",
+            "mismatch",
+            "killed",
+        ),
+        re.compile(
+            r"\b(?:errors?|warnings?|warn|fail(?:ed|ures?|s)?|exceptions?|fatal|denied|refused|"
+            r"time(?:d)? ?out|abort(?:ed)?|invalid|missing|unable|cannot|can't|could not|couldn't|"
+            r"not found|deprecat\w*|conflict\w*|unresolved|traceback|unmet|incompatible|"
+            r"mismatch|killed)\b"
+        ),
+        MEDIUM,
+    ),
+    _Rule(("shrink-proxy", " more times"), MARKER_RE, MARKER),
+)
+_TRACEBACK = "traceback (most recent call last):"
+
+
+def _line_starts(lines: Sequence[str]) -> list[int]:
+    starts = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+    return starts
+
+
+def _lines_with(low: str, starts: list[int], literal: str) -> list[int]:
+    """Indices of the lines whose lowercased text contains `literal` (each line once)."""
+    found = []
+    pos = low.find(literal)
+    while pos >= 0:
+        i = bisect_right(starts, pos) - 1
+        found.append(i)
+        if i + 1 >= len(starts):
+            break
+        pos = low.find(literal, starts[i + 1])
+    return found
+
+
+def _tracebacks(lines: Sequence[str], scores: list[int], heads: Sequence[int]) -> None:
+    """A traceback is its header, deeper-indented frames, and the exception line closing it.
+
+    The exception line is the answer; the last frame or two say where; the rest is context.
+    """
+    for head in heads:
+        header = lines[head]
+        indent = len(header) - len(header.lstrip())
+        end = None
+        for j in range(head + 1, min(len(lines), head + 400)):
+            line = lines[j]
+            stripped = line.lstrip()
+            if stripped and len(line) - len(stripped) <= indent:
+                end = j
+                break
+        if end is None:
+            continue
+        scores[head] = max(scores[head], MEDIUM)
+        scores[end] = max(scores[end], STRONG)
+        for j in range(head + 1, end):
+            scores[j] = max(scores[j], CONTEXT if end - j <= 4 else MINOR)
+
+
+def score_lines(lines: Sequence[str]) -> list[int]:
+    """One score per line (see the constants above); context spreads from errors and verdicts."""
+    text = "\n".join(lines)
+    low = text.lower()
+    low_lines = low.split("\n")
+    starts = _line_starts(lines)
+    n = len(lines)
+    scores = [NORMAL] * n
+    for match in _ANCHORED.finditer(text):
+        i = bisect_right(starts, match.start()) - 1
+        score = _GROUP_SCORES[match.lastgroup or "minor"]
+        if scores[i] < score:
+            scores[i] = score
+    for rule in _RULES:
+        candidates = {i for t in rule.triggers for i in _lines_with(low, starts, t)}
+        for i in candidates:
+            if scores[i] < rule.score and rule.pattern.search(low_lines[i]):
+                scores[i] = rule.score
+    for i in range(n):
+        if scores[i] > MEDIUM and lines[i].startswith("E "):
+            scores[i] = MEDIUM  # pytest's assertion detail: useful, but below the verdict lines
+    _tracebacks(lines, scores, _lines_with(low, starts, _TRACEBACK))
+    # Context: one line before an error or verdict, two after (gcc prints the source line and a
+    # caret under it; pytest prints the assertion; a verdict's neighbours are usually verdicts).
+    anchors = [i for i, s in enumerate(scores) if s >= STRONG]
+    for i in anchors:
+        for j in (i - 1, i + 1, i + 2):
+            if 0 <= j < n and scores[j] < CONTEXT and lines[j].strip():
+                scores[j] = CONTEXT
+    return scores
+
+
+def signal_count(scores: Sequence[int]) -> int:
+    """How many lines carry any signal beyond ordinary output: tells logs from plain text."""
+    return sum(1 for s in scores if s >= MEDIUM)

@@ -1,0 +1,309 @@
+"""History trimming (stage 2) with a sticky cut, and the last resort (stage 3).
+
+Agents resend the whole history every turn and backends reuse a cached prefix only when a request
+starts with exactly the same tokens as the previous one. So the cut must not move every turn: the
+candidate cut points sit where the running token sum of the history crosses multiples of a step
+(`policy.trim_step * budget`). That sum depends only on the messages before the point, and history
+is append-only, so every turn (and every stateless replica) sees the same candidates and keeps the
+same cut until the kept tail outgrows the budget, about once per step of growth.
+
+Pure: no I/O, inputs are never mutated, unchanged messages are returned as the same dict objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+
+from proxy.pipeline.types import Message, Policy
+from proxy.pipeline.units import group_units, pinned_count, role_of
+
+CountMessage = Callable[[Message], int]
+CountText = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Shrunk:
+    """A message cut by head+tail in stage 3: its index in the input, tokens before and after."""
+
+    index: int
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True)
+class TrimResult:
+    """What stages 2 and 3 did, with enough for the orchestrator to fill a Report.
+
+    Indices refer to the input list. tokens_before/after use the caller's `count`.
+    """
+
+    messages: list[Message]
+    dropped_messages: int
+    dropped_tokens: int
+    cut: int  # index into the input where the kept history resumes
+    carried_user: int | None  # index of a user message carried across the cut, if any
+    fits: bool
+    tokens_before: int = 0
+    tokens_after: int = 0
+    shrunk: tuple[Shrunk, ...] = field(default_factory=tuple)  # stage 3 only
+
+
+def omitted_marker_text(messages: int, tokens: int) -> str:
+    """The one wording of the marker that stands in for dropped history."""
+    noun = "message" if messages == 1 else "messages"
+    return (
+        f"[shrink-proxy: {messages:,} earlier {noun} ({tokens:,} tokens) omitted "
+        "to fit the context window]"
+    )
+
+
+def _latest_user(messages: list[Message]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if role_of(messages[i]) == "user":
+            return i
+    return None
+
+
+def _candidates(starts: list[int], sums: list[int], step: int, limit: int) -> list[int]:
+    """Unit indices to try, best first: sticky then fine within `limit`, then the rest.
+
+    starts[b] is the message index where unit b begins; sums[b] the history tokens before it.
+    Unit 0 (no cut) is never a candidate and the last unit is always kept.
+    """
+    sticky: list[int] = []
+    j = 1
+    for b in range(1, len(starts)):
+        if sums[b] >= j * step:
+            sticky.append(b)
+            j = sums[b] // step + 1
+    sticky_set = set(sticky)
+    rest = [b for b in range(1, len(starts)) if b not in sticky_set]
+    return (
+        [b for b in sticky if starts[b] <= limit]
+        + [b for b in rest if starts[b] <= limit]
+        + [b for b in range(1, len(starts)) if starts[b] > limit]
+    )
+
+
+def trim_history(
+    messages: list[Message],
+    budget: int,
+    count: CountMessage,
+    policy: Policy,
+    *,
+    count_text: CountText | None = None,
+) -> TrimResult | None:
+    """Drop the oldest history at a sticky cut so the messages fit `budget`; None if they fit.
+
+    `count_text` counts bare text for stage 3; without it the text is counted as a message
+    (a few tokens of overhead too many, which only makes stage 3 cut a little deeper).
+    """
+    counts = [count(m) for m in messages]
+    total = sum(counts)
+    if total <= budget:
+        return None
+    p = pinned_count(messages)
+    pinned_tokens = sum(counts[:p])
+    units = group_units(messages, p)
+    starts = [begin for begin, _ in units]
+    prefix = [0]
+    for c in counts:
+        prefix.append(prefix[-1] + c)
+    sums = [prefix[s] - prefix[p] for s in starts]
+    history_tokens = total - pinned_tokens
+    latest_user = _latest_user(messages)
+    user_before: list[int | None] = [None]  # user_before[k]: the last user message before k
+    for i, m in enumerate(messages):
+        user_before.append(i if role_of(m) == "user" and i >= p else user_before[-1])
+
+    def plan(b: int) -> tuple[int, int, int | None, Message | None, int]:
+        """A cut at unit b: dropped messages and tokens, carried user, marker, kept tokens."""
+        k = starts[b]
+        # Some chat templates need a user message first, and the latest one must never go.
+        carried = user_before[k] if role_of(messages[k]) != "user" else None
+        carried_tokens = counts[carried] if carried is not None else 0
+        n_dropped = k - p - (carried is not None)
+        t_dropped = sums[b] - carried_tokens
+        tokens = pinned_tokens + carried_tokens + history_tokens - sums[b]
+        marker = None
+        if n_dropped:
+            text = omitted_marker_text(n_dropped, t_dropped)
+            marker = {"role": policy.marker_role, "content": text}
+            tokens += count(marker)
+        return n_dropped, t_dropped, carried, marker, tokens
+
+    def assemble(k: int, carried: int | None, marker: Message | None) -> list[Message]:
+        extra = [marker] if marker is not None else []
+        extra += [messages[carried]] if carried is not None else []
+        return [*messages[:p], *extra, *messages[k:]]
+
+    step = max(1, int(policy.trim_step * budget))
+    limit = len(messages) - max(policy.keep_last, 0)
+    for b in _candidates(starts, sums, step, limit):
+        n_dropped, t_dropped, carried, marker, tokens = plan(b)
+        if tokens <= budget:
+            out = assemble(starts[b], carried, marker)
+            return TrimResult(out, n_dropped, t_dropped, starts[b], carried, True, total, tokens)
+
+    # Stage 3: the smallest kept set still does not fit. Cut at the last unit unless the marker
+    # would cost more than what it replaces (then nothing is dropped), and shrink the largest texts.
+    n_dropped, t_dropped, carried, marker, cut = 0, 0, None, None, p
+    if len(units) > 1 and plan(len(units) - 1)[4] < total:
+        n_dropped, t_dropped, carried, marker, _ = plan(len(units) - 1)
+        cut = starts[-1]
+    out = assemble(cut, carried, marker)
+    origin = list(range(p)) + ([-1] if marker else []) + ([carried] if carried is not None else [])
+    origin += list(range(cut, len(messages)))
+    protect = {i for i, o in enumerate(origin) if o == latest_user or o == -1}
+    counter = count_text or (lambda text: count({"role": "user", "content": text}))
+    out, changes, fits = last_resort(out, budget, count, counter, protect=protect)
+    shrunk = tuple(Shrunk(origin[i], before, after) for i, before, after in changes)
+    tokens = sum(count(m) for m in out)
+    return TrimResult(out, n_dropped, t_dropped, cut, carried, fits, total, tokens, shrunk)
+
+
+def _texts(message: Message) -> list[tuple[int | None, str]]:
+    """Shrinkable text slots of a message: (None, content) or (part index, part text)."""
+    if not isinstance(message, dict):
+        return []
+    content = message.get("content")
+    if isinstance(content, str):
+        return [(None, content)]
+    if isinstance(content, list):
+        return [
+            (j, part["text"])
+            for j, part in enumerate(content)
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        ]
+    return []
+
+
+def _with_text(message: Message, slot: int | None, text: str) -> Message:
+    """A copy of `message` with one text slot replaced; the input dicts are never touched."""
+    if slot is None:
+        return {**message, "content": text}
+    parts = list(message["content"])
+    parts[slot] = {**parts[slot], "text": text}
+    return {**message, "content": parts}
+
+
+def last_resort(
+    messages: list[Message],
+    budget: int,
+    count: CountMessage,
+    count_text: CountText,
+    *,
+    protect: Collection[int] = (),
+) -> tuple[list[Message], list[tuple[int, int, int]], bool]:
+    """Stage 3: cut the largest texts head+tail, largest first, until the messages fit `budget`.
+
+    Texts are levelled ("water-filling"): every text above a common level is cut to that level,
+    so a long system prompt and a long tool result share the loss instead of one vanishing.
+    Each attempt cuts the original texts (never a cut of a cut) and lowers the level by what is
+    still over. Positions in `protect` (the latest user message, the marker) are never altered;
+    tool-call arguments are never touched. Returns (messages, [(position, before, after)], fits).
+    """
+    counts = [count(m) for m in messages]
+    slots = [
+        (i, j, text, count_text(text))
+        for i, m in enumerate(messages)
+        if i not in protect
+        for j, text in _texts(m)
+    ]
+    sizes = sorted((t for *_, t in slots), reverse=True)
+    affected = sum(counts[i] for i in {i for i, *_ in slots})
+    # Message counts include JSON escaping and overhead; convert the excess into text tokens.
+    ratio = min(1.0, sum(sizes) / affected) if affected else 1.0
+    out, new_counts = list(messages), list(counts)
+    cut = (sum(counts) - budget) * ratio
+    for _ in range(8):
+        if sum(new_counts) <= budget or not slots:
+            break
+        level = _level(sizes, int(cut) + 1)
+        out, new_counts = list(messages), list(counts)
+        for i, j, text, tokens in slots:
+            if tokens > level:
+                out[i] = _with_text(out[i], j, shrink_text_head_tail(text, level, count_text))
+        for i in {i for i, *_ in slots}:
+            if out[i] is not messages[i]:
+                new_counts[i] = count(out[i])
+                if new_counts[i] >= counts[i]:  # never grow a message
+                    out[i], new_counts[i] = messages[i], counts[i]
+        if level == 0:
+            break
+        cut += max(sum(new_counts) - budget, 0) * ratio + 1
+    changes = [(i, counts[i], new_counts[i]) for i in range(len(out)) if out[i] is not messages[i]]
+    return out, changes, sum(new_counts) <= budget
+
+
+def _level(sizes: list[int], excess: int) -> int:
+    """The largest level L with sum(max(0, s - L)) >= excess over sizes sorted descending."""
+    removed = 0
+    for n, size in enumerate(sizes, start=1):
+        below = sizes[n] if n < len(sizes) else 0
+        # Lowering the top n sizes from `size` to `below` removes n * (size - below) more.
+        if removed + n * (size - below) >= excess:
+            return max(0, size - (excess - removed + n - 1) // n)
+        removed += n * (size - below)
+    return 0
+
+
+def _omitted(n: int, noun: str, tokens: int) -> str:
+    """Same words as stage 1's markers (`proxy.pipeline.compact.markers`), so both read alike."""
+    plural = "" if n == 1 else "s"
+    tok = "token" if tokens == 1 else "tokens"
+    return f"[... {n:,} {noun}{plural} ({tokens:,} {tok}) omitted by shrink-proxy ...]"
+
+
+def shrink_text_head_tail(text: str, max_tokens: int, count_text: CountText) -> str:
+    """Keep the head and tail of `text` within `max_tokens`, with a marker for the middle.
+
+    Cuts at line boundaries (the head of tool output says what ran, the tail how it ended); a
+    text whose lines are too long to keep even one is cut at character boundaries instead.
+    Returns `text` itself when it already fits, and just the marker when nothing else does.
+    The whole text is counted once: the omitted count is the whole minus the kept ends.
+    """
+    full = count_text(text)
+    if full <= max_tokens:
+        return text
+    lines = text.splitlines(keepends=True)
+
+    def join(head: str, tail: str, n: int, noun: str) -> str:
+        omitted = max(0, full - count_text(head) - count_text(tail))
+        sep = "" if not head or head.endswith("\n") else "\n"
+        return head + sep + _omitted(n, noun, omitted) + ("\n" + tail if tail else "")
+
+    def by_lines(n: int) -> str:
+        head, tail = lines[: n - n // 2], lines[len(lines) - n // 2 :] if n // 2 else []
+        return join("".join(head), "".join(tail), len(lines) - n, "line")
+
+    def by_chars(n: int) -> str:
+        head, tail = text[: n - n // 2], text[len(text) - n // 2 :] if n // 2 else ""
+        return join(head, tail, len(text) - n, "char")
+
+    best = (
+        _largest_fit(by_lines, len(lines) - 1, max_tokens, count_text) if len(lines) > 1 else None
+    )
+    if best is None or count_text(best) < max_tokens // 2:
+        chars = _largest_fit(by_chars, len(text) - 1, max_tokens, count_text)
+        if chars is not None and (best is None or len(chars) > len(best)):
+            best = chars
+    return best if best is not None else by_chars(0)
+
+
+def _largest_fit(
+    render: Callable[[int], str], high: int, max_tokens: int, count_text: CountText
+) -> str | None:
+    """render(n) for the largest n in [1, high] that fits `max_tokens` (binary search), or None."""
+    low, found = 1, None
+    while low <= high:
+        mid = (low + high) // 2
+        candidate = render(mid)
+        if count_text(candidate) <= max_tokens:
+            found, low = candidate, mid + 1
+        else:
+            high = mid - 1
+    return found

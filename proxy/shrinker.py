@@ -1,0 +1,99 @@
+"""The edge of the pipeline: from a parsed request and settings to a `Plan`.
+
+Picks the window for the model, the counter for its encoding and the budget, then runs the pure
+pipeline, in a worker thread when the request is large so one big request does not stall every
+other request on the event loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import anyio
+
+from proxy import wire
+from proxy.errors import InvalidRequest
+from proxy.pipeline import Plan, Policy, compute_budget, shrink
+from proxy.pipeline.compact import Compacted
+from proxy.pipeline.types import Mode
+from proxy.settings import Settings
+from proxy.tokens import Tokenizers
+
+MODES: tuple[Mode, ...] = ("auto", "off", "tools", "trim")
+# Below this many body bytes the pipeline runs inline: a thread hop costs more than the work.
+THREAD_THRESHOLD = 256 * 1024
+
+
+class CompactMemo(OrderedDict[tuple[bytes, int], Compacted | None]):
+    """A bounded, thread-safe LRU for stage-1 results (agents resend the same tool output)."""
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity = capacity
+        self.lock = threading.Lock()
+
+    def __getitem__(self, key: tuple[bytes, int]) -> Compacted | None:
+        with self.lock:
+            value = super().__getitem__(key)
+            self.move_to_end(key)
+            return value
+
+    def __setitem__(self, key: tuple[bytes, int], value: Compacted | None) -> None:
+        with self.lock:
+            super().__setitem__(key, value)
+            if len(self) > self.capacity:
+                self.popitem(last=False)
+
+
+def parse_mode(header: str | None, default: Mode) -> Mode:
+    if header is None or header == "":
+        return default
+    mode = header.strip().lower()
+    if mode not in MODES:
+        raise InvalidRequest(
+            f"x-shrink-mode must be one of {', '.join(MODES)}; got {header!r}.",
+            param="x-shrink-mode",
+        )
+    return mode  # type: ignore[return-value]
+
+
+class Shrinker:
+    def __init__(self, settings: Settings, tokenizers: Tokenizers):
+        self.settings = settings
+        self.tokenizers = tokenizers
+        self.policy = Policy(
+            tool_max_tokens=settings.tool_max_tokens,
+            keep_last=settings.keep_last,
+            trim_step=settings.trim_step,
+            marker_role=settings.marker_role,
+            mode=settings.mode,
+        )
+        self.memo = CompactMemo(4096)
+
+    def plan_sync(self, body: dict[str, Any], mode: Mode) -> Plan:
+        s = self.settings
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        counter = self.tokenizers.for_model(model)
+        budget = compute_budget(
+            s.window_for(model),
+            wire.requested_completion_tokens(body),
+            default_reserve=s.completion_reserve,
+            floor=s.min_prompt_budget,
+            margin_share=s.safety_margin if counter.exact else s.estimate_safety_margin,
+        )
+        return shrink(
+            body["messages"],
+            budget=budget,
+            counter=counter,
+            policy=self.policy,
+            mode=mode,
+            fixed_tokens=counter.count_tools(body.get("tools")),
+            memo=self.memo,
+        )
+
+    async def plan(self, body: dict[str, Any], raw_size: int, mode: Mode) -> Plan:
+        if raw_size < THREAD_THRESHOLD:
+            return self.plan_sync(body, mode)
+        return await anyio.to_thread.run_sync(self.plan_sync, body, mode)

@@ -1,0 +1,540 @@
+"""Token counting: which encoding a model uses, cached per-message counts, a fallback estimate.
+
+Boundary: this module loads tiktoken encoding files from a cache directory the caller resolved (it
+never reads the environment or settings) and counts chat messages the way OpenAI documents it (3
+tokens per message, 1 per name, 3 to prime the reply). When an encoding file is not available
+offline it never reaches for the network unless told to: it falls back to a labelled estimate,
+`ceil(utf-8 bytes / 4)`, and says so once in the log.
+
+Agents resend the whole history on every turn, so per-message counts are cached by a hash of the
+message's canonical serialisation: a new turn costs hashing the history (tens of times cheaper than
+encoding it) plus counting only its new messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar, cast
+
+import orjson
+import tiktoken
+import tiktoken.load
+
+logger = logging.getLogger(__name__)
+
+O200K = "o200k_base"
+CL100K = "cl100k_base"
+ESTIMATE = "estimate"
+
+# OpenAI's documented chat overhead (openai-cookbook, "How to count tokens with tiktoken").
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3
+# Fixed costs for media parts: the real cost depends on size/detail/duration, which we do not
+# decode. 85 is a low-detail image tile; audio gets the same placeholder.
+IMAGE_TOKENS = 85
+AUDIO_TOKENS = 85
+# Texts at least this long go through the count cache: hashing 1 KB costs ~1 us, encoding it ~25 us
+# (measured by bench/tokens_cache.py); below it the lock and dict cost about as much as encoding.
+TEXT_CACHE_MIN_CHARS = 1024
+
+T = TypeVar("T")
+
+# Families that use o200k_base, after the provider prefix and `ft:` are stripped. tiktoken's own
+# table (tiktoken.model) misses provider prefixes and newer names, hence our own. gpt-oss uses
+# o200k_harmony, whose ordinary tokens are o200k_base's.
+_O200K_FAMILIES = (
+    *("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss"),
+    *("o1", "o3", "o4"),
+)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """Where an encoding's BPE file lives and how to build it: a copy of the constructor in
+    tiktoken_ext.openai_public, so the file is read from *our* cache dir (tiktoken's own loader
+    reads the environment and downloads on a miss). tests/test_tokens.py checks the copy."""
+
+    url: str
+    sha256: str
+    pat_str: str
+    special_tokens: Mapping[str, int]
+
+
+_SPECS: dict[str, _Spec] = {
+    CL100K: _Spec(
+        url="https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        pat_str=r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
+        special_tokens={
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+    ),
+    O200K: _Spec(
+        url="https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        pat_str="|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",  # noqa: E501
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",  # noqa: E501
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    ),
+}
+
+
+# --- model -> encoding ----------------------------------------------------------------------------
+
+
+def encoding_for_model(model: str | None) -> str:
+    """`o200k_base` for the gpt-4o/4.1/4.5/5 and o-series families (any provider prefix, dated
+    suffix or `ft:` form), `cl100k_base` for everything else (an approximation for local models)."""
+    if not isinstance(model, str):
+        return CL100K
+    name = model.strip().lower().rsplit("/", 1)[-1]  # openai/gpt-4o, azure/gpt-4o, a/b/gpt-5
+    name = name.removeprefix("ft:")
+    for family in _O200K_FAMILIES:
+        if name.startswith(family):
+            rest = name[len(family) :]
+            # `gpt-4o-mini`, `o1-2024-12-17`, `gpt-5.1`, `gpt-oss:20b`, but not `o10` or `gpt-4.10`.
+            if not rest or not rest[0].isalnum():
+                return O200K
+    return CL100K
+
+
+# --- cheap bounds ---------------------------------------------------------------------------------
+
+
+def upper_bound_bytes(n_bytes: int) -> int:
+    """Most tokens a text of `n_bytes` UTF-8 bytes can take without special tokens.
+
+    Every BPE token of cl100k_base/o200k_base covers at least one byte, and special tokens are
+    never produced (we encode with `encode_ordinary`), so tokens <= bytes. The estimate, bytes / 4,
+    is lower still. Per-message overhead is not included.
+    """
+    return max(n_bytes, 0)
+
+
+def fits_by_bytes(text: str, max_tokens: int) -> bool:
+    """True only when `text` certainly fits in `max_tokens`; False means "go and count"."""
+    if max_tokens < 0:
+        return False
+    if len(text) * 4 <= max_tokens:  # a code point is at most 4 UTF-8 bytes: no need to encode
+        return True
+    return upper_bound_bytes(len(text.encode("utf-8", "surrogatepass"))) <= max_tokens
+
+
+def estimate_tokens(text: str) -> int:
+    """The fallback: ceil(utf-8 bytes / 4), roughly what BPE gives on English prose and code."""
+    return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+
+
+# --- serialisation helpers ------------------------------------------------------------------------
+
+
+def _as_text(value: Any) -> str:
+    """A non-string value as counted: compact JSON, or str() of what JSON refuses. Never raises."""
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError: non-str keys, big ints, lone surrogates, objects
+        pass
+    # Junk from a client must not take the request down with it: any exception (a raising __str__,
+    # a 5000-digit int, a cycle) moves on to a cruder form.
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except Exception:
+        pass
+    try:
+        return str(value)
+    except Exception:
+        return object.__repr__(value)
+
+
+def _digest(data: bytes, person: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16, person=person).digest()
+
+
+def _message_key(message: Any) -> bytes:
+    """Hash of the canonical serialisation (sorted keys), so re-sent messages hit the cache."""
+    try:
+        data = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        try:
+            text = json.dumps(message, sort_keys=True, ensure_ascii=False, default=repr)
+            data = b"\x01" + text.encode("utf-8", "surrogatepass")
+        except Exception:  # mixed-type keys, cycles, a raising __repr__: see _as_text
+            data = b"\x02" + _as_text(message).encode("utf-8", "surrogatepass")
+    return _digest(data, b"msg")
+
+
+# --- the counter ----------------------------------------------------------------------------------
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    size: int
+
+
+class TokenCounter:
+    """Counts text, messages and tool definitions with one encoding (`encoding=None`: the estimate).
+
+    Satisfies `proxy.pipeline.types.Counter`. Thread-safe: the cache is guarded by a lock; counting
+    itself runs outside it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        encoding: tiktoken.Encoding | None,
+        *,
+        cache_size: int = 50_000,
+        note: str | None = None,
+    ) -> None:
+        self.name = name
+        self.encoding = encoding
+        self.exact = encoding is not None
+        # Why counts are not exact, for the report; None for a real encoding.
+        self.note = note
+        self._cache_size = max(cache_size, 0)
+        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = 0
+        self._misses = 0
+
+    def __repr__(self) -> str:
+        return f"TokenCounter({self.name!r}, exact={self.exact})"
+
+    # public API
+
+    def count_text(self, text: str) -> int:
+        if not isinstance(text, str):
+            text = _as_text(text)
+        if len(text) < TEXT_CACHE_MIN_CHARS:
+            return self._len(text)
+        key = _digest(text.encode("utf-8", "surrogatepass"), b"text")
+        return self._cached(key, lambda: self._len(text))
+
+    def count_message(self, message: Mapping[str, Any]) -> int:
+        """Tokens of one chat message, overhead included. Junk is counted by its JSON/str form."""
+        return self._cached(_message_key(message), lambda: self._count_message(message))
+
+    def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """A whole prompt: every message plus the tokens that prime the assistant's reply."""
+        if messages is None:
+            return REPLY_PRIMING
+        if isinstance(messages, (list, tuple)):
+            return sum(self.count_message(m) for m in messages) + REPLY_PRIMING
+        return self.count_message(cast(Any, messages)) + REPLY_PRIMING  # junk: one odd "message"
+
+    def count_tools(self, tools: Any) -> int:
+        """Tool definitions as their compact JSON (OpenAI's hidden rendering is usually a bit
+        smaller, so this errs high). 0 for None or empty."""
+        if not tools:
+            return 0
+        text = _as_text(tools)
+        key = _digest(text.encode("utf-8", "surrogatepass"), b"tools")
+        return self._cached(key, lambda: self._len(text))
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, len(self._cache))
+
+    # counting
+
+    def _len(self, text: str) -> int:
+        if self.encoding is None:
+            return estimate_tokens(text)
+        return len(self.encoding.encode_ordinary(text))  # `<|endoftext|>` in text is plain text
+
+    def _count_message(self, message: Any) -> int:
+        if not isinstance(message, Mapping):
+            return TOKENS_PER_MESSAGE + self._len(_as_text(message))
+        n = TOKENS_PER_MESSAGE
+        for key, value in message.items():
+            if value is None:
+                continue
+            if key == "content":
+                n += self._content(value)
+            elif key == "tool_calls":
+                n += self._tool_calls(value)
+            elif key == "function_call":  # legacy single call, shaped like a tool call's function
+                n += self._function(value)
+            elif key == "name":
+                n += self._len(_as_text(value)) + TOKENS_PER_NAME
+            else:
+                # role, tool_call_id, refusal, reasoning_content, reasoning, and fields we do not
+                # know: counted rather than ignored, since undercounting is what overflows a window.
+                n += self._len(_as_text(value))
+        return n
+
+    def _content(self, content: Any) -> int:
+        if isinstance(content, str):
+            return self._len(content)
+        if not isinstance(content, list):
+            return self._len(_as_text(content))
+        n = 0
+        for part in content:
+            if isinstance(part, str):
+                n += self._len(part)
+                continue
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                n += self._len(part["text"])
+            elif kind == "refusal" and isinstance(part.get("refusal"), str):
+                n += self._len(part["refusal"])
+            elif kind == "image_url":
+                n += IMAGE_TOKENS
+            elif kind == "input_audio":
+                n += AUDIO_TOKENS
+            else:
+                n += self._len(_as_text(part))
+        return n
+
+    def _tool_calls(self, calls: Any) -> int:
+        if not isinstance(calls, list):
+            return self._len(_as_text(calls))
+        n = 0
+        for call in calls:
+            if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+                n += self._function(call["function"])
+            else:
+                n += self._len(_as_text(call))
+        return n
+
+    def _function(self, function: Any) -> int:
+        if not isinstance(function, Mapping):
+            return self._len(_as_text(function))
+        n = 0
+        for key in ("name", "arguments"):
+            value = function.get(key)
+            if value is not None:
+                n += self._len(_as_text(value))  # non-string arguments (malformed, seen): JSON
+        return n
+
+    # cache
+
+    def _cached(self, key: bytes, compute: Callable[[], int]) -> int:
+        with self._lock:
+            n = self._cache.get(key)
+            if n is not None:
+                self._cache.move_to_end(key)
+                self._hits += 1
+                return n
+            self._misses += 1
+        n = compute()
+        if self._cache_size:
+            with self._lock:
+                self._cache[key] = n
+                self._cache.move_to_end(key)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return n
+
+
+# --- loading --------------------------------------------------------------------------------------
+
+
+class Tokenizers:
+    """One per process (on the app state): loads each encoding lazily, once, and hands out one
+    shared `TokenCounter` per encoding.
+
+    `cache_dir` is tiktoken's cache directory as the caller resolved it (TIKTOKEN_CACHE_DIR, else
+    DATA_GYM_CACHE_DIR, else `<tmpdir>/data-gym-cache`: see `resolve_cache_dir`). Files there are
+    named `sha1(blob url)`. With a directory, loading is a file read or, when the file is absent,
+    the estimate (or, with `allow_download`, a download bounded by `load_timeout`).
+
+    `cache_dir=None` means unknown: tiktoken (0.14) has no helper that resolves the directory
+    without downloading, so tiktoken's own loader is tried, bounded by `load_timeout` seconds (it
+    resolves the directory itself and may go to the network). `cache_dir=""` is tiktoken's
+    "caching disabled": nothing is available offline.
+    """
+
+    def __init__(
+        self,
+        override: str | None = None,
+        cache_dir: str | None = None,
+        cache_size: int = 50_000,
+        allow_download: bool = False,
+        load_timeout: float = 10.0,
+    ) -> None:
+        if override and override != ESTIMATE and override not in _SPECS:
+            if override not in tiktoken.list_encoding_names():
+                override = encoding_for_model(override)  # SHRINK_TOKENIZER=gpt-4o: a model name
+        self._override = override or None
+        self._cache_dir = cache_dir
+        self._cache_size = cache_size
+        self._allow_download = allow_download
+        self._load_timeout = load_timeout
+        self._counters: dict[str, TokenCounter] = {}
+        self._estimate: TokenCounter | None = None
+        self._lock = threading.Lock()
+
+    def for_model(self, model: str | None) -> TokenCounter:
+        """The counter for `model` (the override wins); loads its encoding on first use."""
+        return self.for_encoding(self._override or encoding_for_model(model))
+
+    def for_encoding(self, name: str) -> TokenCounter:
+        counter = self._counters.get(name)
+        if counter is not None:
+            return counter
+        # Loading o200k_base takes ~0.5 s: do it once, not once per request waiting for it.
+        with self._lock:
+            counter = self._counters.get(name)
+            if counter is None:
+                counter = self._load(name)
+                self._counters[name] = counter
+        return counter
+
+    def _load(self, name: str) -> TokenCounter:
+        if name == ESTIMATE:  # asked for explicitly: no warning
+            return self._estimate_counter()
+        try:
+            encoding = self._load_encoding(name)
+        except Exception as e:  # missing file, timeout, bad download, unknown name: all alike
+            logger.warning(
+                "tiktoken encoding %s is not available (%s); counting tokens as an estimate, "
+                "ceil(utf-8 bytes / 4). Fix: put its file in TIKTOKEN_CACHE_DIR%s.",
+                name,
+                e,
+                self._expected_path_hint(name),
+            )
+            return self._estimate_counter()
+        return TokenCounter(name, encoding, cache_size=self._cache_size)
+
+    def _estimate_counter(self) -> TokenCounter:
+        # Shared by every encoding that failed: the estimate does not depend on the encoding.
+        if self._estimate is None:
+            self._estimate = TokenCounter(
+                ESTIMATE,
+                None,
+                cache_size=self._cache_size,
+                note="token counts are estimates (ceil(utf-8 bytes / 4)): no tiktoken encoding "
+                "file available offline; set TIKTOKEN_CACHE_DIR",
+            )
+        return self._estimate
+
+    def _expected_path_hint(self, name: str) -> str:
+        spec = _SPECS.get(name)
+        if spec is None or not self._cache_dir:
+            return ""
+        return f" (expected {os.path.join(self._cache_dir, _cache_key(spec.url))})"
+
+    def _load_encoding(self, name: str) -> tiktoken.Encoding:
+        spec = _SPECS.get(name)
+        if spec is not None and self._cache_dir:
+            path = os.path.join(self._cache_dir, _cache_key(spec.url))
+            data = _read_verified(path, spec.sha256)
+            if data is None:
+                if not self._allow_download:
+                    raise FileNotFoundError(f"{path} is missing or corrupt; downloads are off")
+                data = _bounded(lambda: tiktoken.load.read_file(spec.url), self._load_timeout)
+                if hashlib.sha256(data).hexdigest() != spec.sha256:
+                    raise ValueError(f"downloaded {spec.url} does not match its sha256")
+                _write_atomic(path, data)
+            return tiktoken.Encoding(
+                name,
+                pat_str=spec.pat_str,
+                mergeable_ranks=_parse_bpe(data),
+                special_tokens=dict(spec.special_tokens),
+            )
+        if self._cache_dir is not None and not self._allow_download:
+            if spec is None:
+                raise LookupError(f"no offline loader for encoding {name!r}")
+            raise FileNotFoundError(
+                "tiktoken caching is disabled (cache dir ''); downloads are off"
+            )
+        # Unknown cache dir, or a download is allowed: let tiktoken try, but never wait forever.
+        return _bounded(lambda: tiktoken.get_encoding(name), self._load_timeout)
+
+
+def resolve_cache_dir(environ: Mapping[str, str]) -> str:
+    """tiktoken's own resolution (tiktoken.load.read_file_cached), for the caller that reads the
+    environment (settings.py) to pass in as `Tokenizers(cache_dir=...)`."""
+    if "TIKTOKEN_CACHE_DIR" in environ:
+        return environ["TIKTOKEN_CACHE_DIR"]
+    if "DATA_GYM_CACHE_DIR" in environ:
+        return environ["DATA_GYM_CACHE_DIR"]
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def _cache_key(url: str) -> str:
+    return hashlib.sha1(url.encode()).hexdigest()  # tiktoken's naming; not a security use
+
+
+def _read_verified(path: str, sha256: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        logger.warning("ignoring %s: its sha256 does not match the expected encoding file", path)
+        return None
+    return data
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only cache dir costs a download next start, nothing more
+        logger.warning("could not write %s to the tiktoken cache: %s", path, e)
+
+
+def _parse_bpe(data: bytes) -> dict[bytes, int]:
+    # tiktoken.load.load_tiktoken_bpe's format: "<base64 token> <rank>" per line.
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _bounded(fn: Callable[[], T], timeout: float) -> T:
+    """Run `fn` in a daemon thread and give up after `timeout` seconds (the thread is abandoned: a
+    hung download must not hold the proxy's startup or a request)."""
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(fn())
+        except BaseException as e:  # handed to the caller's thread below
+            error.append(e)
+
+    thread = threading.Thread(target=run, name="tokens-load", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if error:
+        raise error[0]
+    if not result:
+        raise TimeoutError(f"gave up after {timeout:g} s")
+    return result[0]

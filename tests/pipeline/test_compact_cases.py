@@ -1,0 +1,334 @@
+"""Compaction of single tool results: table-driven cases for each content kind and marker."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+
+import pytest
+import tiktoken
+
+from proxy.pipeline.compact import Compacted, compact_text, markers
+
+
+@cache
+def _enc() -> tiktoken.Encoding:
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def tik(s: str) -> int:
+    return len(_enc().encode(s, disallowed_special=()))
+
+
+def crude(s: str) -> int:
+    return len(s.encode()) // 4 + 1
+
+
+COUNTERS = [pytest.param(tik, id="tiktoken"), pytest.param(crude, id="bytes")]
+MARKER_LINE = re.compile(
+    r"^\[\.\.\. [\d,]+ (?:more similar )?lines? \([\d,]+ tokens?\) "
+    r"omitted by shrink-proxy \.\.\.\]$"
+)
+
+
+def pytest_log(passed: int = 600) -> str:
+    lines = ["============ test session starts ============", "collected 640 items", ""]
+    lines += [
+        f"tests/test_mod.py::test_case_{i} PASSED{' ' * 20}[{i * 100 // 640:3d}%]"
+        for i in range(passed)
+    ]
+    lines += [
+        "tests/test_mod.py::test_broken FAILED                    [ 99%]",
+        "=================== FAILURES ===================",
+        "________________ test_broken ________________",
+        "    def test_broken():",
+        ">       assert compute() == 3",
+        "E       assert 2 == 3",
+        "tests/test_mod.py:12: AssertionError",
+        "=========== short test summary info ===========",
+        "FAILED tests/test_mod.py::test_broken - assert 2 == 3",
+        "============ 1 failed, 600 passed in 12.31s ============",
+        "[exit code: 1]",
+    ]
+    return "\n".join(lines)
+
+
+def pip_log() -> str:
+    lines = ["Collecting requests==2.32.3"]
+    for i in range(200):
+        bar = "\r".join(f"   {'━' * (k + 1)} {k * 10}/{90} kB {k}.{i} MB/s" for k in range(10))
+        lines += [f"  Downloading pkg{i}-1.{i}.0-py3-none-any.whl ({i + 3} kB)", bar]
+    lines += [
+        "Installing collected packages: pkg0, pkg1",
+        "Successfully installed pkg0-1.0 pkg1-1.1",
+        "[exit code: 0]",
+    ]
+    return "\n".join(lines)
+
+
+def traceback_log() -> str:
+    lines = [f"INFO starting worker {i} on port {8000 + i}" for i in range(300)]
+    lines += [
+        "Traceback (most recent call last):",
+        '  File "/app/main.py", line 10, in <module>',
+        "    main()",
+        '  File "/app/main.py", line 7, in main',
+        "    connect('localhost:8765/health.json')",
+        "requests.exceptions.InvalidSchema: No connection adapters were found",
+    ]
+    lines += [f"DEBUG shutting down handler {i} cleanly after request" for i in range(200)]
+    lines += ["[exit code: 1]"]
+    return "\n".join(lines)
+
+
+def gcc_log() -> str:
+    lines = [f"cc -c -o obj{i}.o src{i}.c -Wall -O2 -g -fPIC -Iinclude" for i in range(150)]
+    lines += [
+        "In file included from main.c:3:",
+        "ringbuf.c:14:9: error: 'struct ring' has no member named 'capcity'",
+        "   14 |     r->capcity = n;",
+        "      |        ^~~~~~~",
+    ]
+    lines += [f"cc -c -o late{i}.o late{i}.c -Wall -O2 -g -fPIC -Iinclude" for i in range(150)]
+    lines += ["make: *** [Makefile:8: ringbuf.o] Error 1", "[exit code: 2]"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+@pytest.mark.parametrize(
+    ("make", "budget", "kind", "must_keep"),
+    [
+        (
+            pytest_log,
+            512,
+            "log",
+            [
+                "1 failed, 600 passed in 12.31s",
+                "[exit code: 1]",
+                "FAILED tests/test_mod.py::test_broken - assert 2 == 3",
+                "collected 640 items",
+            ],
+        ),
+        (
+            pip_log,
+            400,
+            "log",
+            [
+                "Successfully installed pkg0-1.0 pkg1-1.1",
+                "[exit code: 0]",
+                "Collecting requests==2.32.3",
+            ],
+        ),
+        (
+            traceback_log,
+            300,
+            "log",
+            ["requests.exceptions.InvalidSchema: No connection adapters", "[exit code: 1]"],
+        ),
+        (
+            gcc_log,
+            300,
+            "log",
+            [
+                "ringbuf.c:14:9: error: 'struct ring' has no member named 'capcity'",
+                "make: *** [Makefile:8: ringbuf.o] Error 1",
+            ],
+        ),
+    ],
+)
+def test_logs_keep_what_matters(make, budget, kind, must_keep, count) -> None:
+    text = make()
+    r = compact_text(text, budget, count)
+    assert isinstance(r, Compacted)
+    assert r.kind == kind
+    assert count(r.text) == r.tokens_after <= budget
+    assert r.tokens_before == count(text)
+    assert r.omitted_lines > 0
+    for needle in must_keep:
+        assert needle in r.text
+    assert "shrink-proxy" in r.text
+
+
+def test_under_budget_is_none() -> None:
+    assert compact_text("short output\n[exit code: 0]", 64, tik) is None
+    assert compact_text("", 64, crude) is None
+
+
+def test_progress_bars_keep_last_redraw() -> None:
+    r = compact_text(pip_log(), 400, tik)
+    assert r is not None
+    assert "\r" not in r.text
+    assert " 0/90 kB" not in r.text and "80/90 kB" not in r.text  # earlier redraws are gone
+
+
+def test_exact_repeats_collapse() -> None:
+    text = "\n".join(
+        ["start"] + ["WARNING: retrying connection"] * 300 + ["done", "[exit code: 0]"]
+    )
+    r = compact_text(text, 100, tik)
+    assert r is not None
+    assert markers.repeated(299) in r.text
+    assert r.text.count("WARNING: retrying connection") == 1
+
+
+def test_similar_runs_collapse_with_their_marker() -> None:
+    text = "\n".join(
+        ["header"]
+        + [
+            f"npm http fetch GET 200 https://registry.npmjs.org/pkg-{i} {i * 7}ms (cache miss)"
+            for i in range(400)
+        ]
+        + ["added 400 packages in 3s", "[exit code: 0]"]
+    )
+    r = compact_text(text, 200, tik)
+    assert r is not None
+    assert "more similar lines" in r.text
+    assert "added 400 packages in 3s" in r.text
+
+
+def test_gap_markers_are_whole_lines_in_the_house_style() -> None:
+    r = compact_text(traceback_log(), 300, tik)
+    assert r is not None
+    gaps = [line for line in r.text.split("\n") if "omitted by shrink-proxy" in line]
+    assert gaps and all(MARKER_LINE.match(line) for line in gaps)
+    kept = [line for line in r.text.split("\n") if line not in gaps]
+    original = traceback_log().split("\n")
+    positions = [original.index(line) for line in kept]
+    assert positions == sorted(positions)  # original order
+    assert len(kept) + r.omitted_lines == len(original)
+
+
+def test_long_single_line_is_cut_in_the_middle() -> None:
+    text = "data: " + ",".join(f"{i:05d}" for i in range(5000)) + " END"
+    r = compact_text(text, 200, tik)
+    assert r is not None
+    assert r.text.startswith("data: 00000,")
+    assert r.text.endswith("04999 END")
+    assert re.search(
+        r"\[\.\.\. [\d,]+ chars \([\d,]+ tokens\) omitted by shrink-proxy \.\.\.\]", r.text
+    )
+    assert tik(r.text) <= 200
+
+
+def test_long_line_among_log_lines_cannot_eat_the_budget() -> None:
+    lines = [f"step {i} ok" for i in range(50)] + ["x" * 20000] + ["ERROR: boom", "[exit code: 1]"]
+    r = compact_text("\n".join(lines), 300, tik)
+    assert r is not None
+    assert "ERROR: boom" in r.text and "[exit code: 1]" in r.text
+
+
+def test_numbered_file_dump_is_head_and_tail_with_one_marker() -> None:
+    text = "\n".join(f"{i:6d}\tvalue_{i} = compute(error_rate={i})" for i in range(1, 800))
+    r = compact_text(text, 300, tik)
+    assert r is not None
+    assert r.kind == "text"
+    assert r.text.count("omitted by shrink-proxy") == 1
+    assert r.text.startswith("     1\t") and r.text.endswith("compute(error_rate=799)")
+
+
+def test_prose_is_text() -> None:
+    words = "the sea wind rolled over grey harbour walls while gulls argued about bread".split()
+    text = "\n".join(
+        " ".join(words[(i * k) % len(words)] for k in range(1, 12)) for i in range(400)
+    )
+    r = compact_text(text, 200, tik)
+    assert r is not None and r.kind == "text"
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+def test_json_array_keeps_ends_and_stays_valid(count) -> None:
+    versions = [f"0.{i}.{i % 7}" for i in range(3000)]
+    text = json.dumps(versions, indent=2) + "\n[exit code: 0]"
+    r = compact_text(text, 400, count)
+    assert r is not None and r.kind == "json"
+    body, trailer = r.text.rsplit("\n", 1)
+    assert trailer == "[exit code: 0]"
+    value = json.loads(body)
+    assert value[0] == "0.0.0" and value[-1] == versions[-1]
+    assert any(
+        isinstance(v, str)
+        and re.fullmatch(
+            r"\.\.\. [\d,]+ more items \([\d,]+ tokens\) omitted by shrink-proxy \.\.\.", v
+        )
+        for v in value
+    )
+    assert body.startswith("[\n  ")  # indented like the input
+    assert count(r.text) <= 400
+
+
+def test_json_object_keeps_top_level_keys_and_cuts_strings() -> None:
+    doc = {
+        "python": "3.11.7",
+        "count": 173,
+        "readme": "long text " * 2000,
+        "distributions": [
+            {"name": f"pkg{i}", "version": f"1.{i}", "requires": [f"dep{j}" for j in range(8)]}
+            for i in range(300)
+        ],
+    }
+    r = compact_text(json.dumps(doc), 500, tik)
+    assert r is not None and r.kind == "json"
+    value = json.loads(r.text)
+    assert list(value)[:4] == ["python", "count", "readme", "distributions"]
+    assert value["count"] == 173
+    assert "omitted by shrink-proxy" in value["readme"]
+    assert value["distributions"][0]["name"] == "pkg0"
+    assert value["distributions"][-1]["name"] in ("pkg299",) or isinstance(
+        value["distributions"][-1], str
+    )
+    assert "\n" not in r.text  # compact input stays compact
+
+
+def test_json_object_with_many_keys_gets_a_marker_key() -> None:
+    doc = {f"18.{i}.0": f"2024-12-{i % 28 + 1:02d}T21:36:13Z" for i in range(2000)}
+    r = compact_text(json.dumps(doc, indent=2), 300, tik)
+    assert r is not None and r.kind == "json"
+    value = json.loads(r.text)
+    marker_keys = [k for k in value if "more keys" in k]
+    assert len(marker_keys) == 1 and value[marker_keys[0]] is None
+    assert "18.0.0" in value and "18.1999.0" in value
+
+
+def test_broken_json_falls_back_to_lines() -> None:
+    text = "[\n" + ",\n".join(f'  "item-{i}"' for i in range(2000)) + "\n"  # never closed
+    r = compact_text(text, 200, tik)
+    assert r is not None and r.kind in ("log", "text")
+
+
+def test_json_with_long_trailer_is_not_json() -> None:
+    text = json.dumps(list(range(3000))) + "\n" + "\n".join(f"note {i}" for i in range(50))
+    r = compact_text(text, 200, tik)
+    assert r is not None and r.kind != "json"
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        (
+            markers.lines_omitted(412, 9310),
+            "[... 412 lines (9,310 tokens) omitted by shrink-proxy ...]",
+        ),
+        (markers.lines_omitted(1, 1), "[... 1 line (1 token) omitted by shrink-proxy ...]"),
+        (markers.repeated(37), "[... previous line repeated 37 more times ...]"),
+        (
+            markers.similar_omitted(1200, 15000),
+            "[... 1,200 more similar lines (15,000 tokens) omitted by shrink-proxy ...]",
+        ),
+        (
+            markers.items_omitted(180, 4210),
+            "... 180 more items (4,210 tokens) omitted by shrink-proxy ...",
+        ),
+        (
+            markers.chars_omitted(4210, 1050),
+            "[... 4,210 chars (1,050 tokens) omitted by shrink-proxy ...]",
+        ),
+        (markers.keys_omitted(2, 30), "... 2 more keys (30 tokens) omitted by shrink-proxy ..."),
+        (
+            markers.container_omitted("object", 12, 300),
+            "... object with 12 keys (300 tokens) omitted by shrink-proxy ...",
+        ),
+    ],
+)
+def test_marker_wording(marker: str, expected: str) -> None:
+    assert marker == expected

@@ -1,0 +1,113 @@
+"""Invariants of compaction on generated outputs: fits, never grows, idempotent, deterministic."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import cache
+
+import tiktoken
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proxy.pipeline.compact import compact_text
+
+
+@cache
+def _enc() -> tiktoken.Encoding:
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def tik(s: str) -> int:
+    return len(_enc().encode(s, disallowed_special=()))
+
+
+def crude(s: str) -> int:
+    return len(s.encode()) // 4 + 1
+
+
+counters = st.sampled_from([tik, crude])
+fragments = st.sampled_from(
+    [
+        "PASSED",
+        "FAILED tests/test_x.py::test_y - AssertionError",
+        "ERROR: boom",
+        "error:",
+        "Traceback (most recent call last):",
+        '  File "a.py", line 3, in f',
+        "ValueError: bad",
+        "Downloading pkg-1.0.whl (45 kB)",
+        "[exit code: 1]",
+        "=== 3 failed, 9 passed in 1.2s ===",
+        "npm ERR! code E404",
+        "warning: unused",
+        "\r",
+        "   ",
+        "",
+        "├── dep@1.2.3",
+        "E   assert 1 == 2",
+        "[... 3 lines (40 tokens) omitted by shrink-proxy ...]",
+        "{",
+        "}",
+        "[",
+        "]",
+        '"k": 1,',
+        "\u2501" * 30,
+        "x" * 300,
+        "Successfully installed a-1 b-2",
+    ]
+)
+words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+line = st.one_of(fragments, words, st.builds(lambda a, b: f"{a} {b}", fragments, words))
+texts = st.lists(line, min_size=1, max_size=400).map("\n".join)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=300),
+    lambda children: (
+        st.lists(children, max_size=60)
+        | st.dictionaries(st.text(max_size=12), children, max_size=30)
+    ),
+    max_leaves=400,
+)
+
+
+def check(text: str, budget: int, count: Callable[[str], int]) -> None:
+    r = compact_text(text, budget, count)
+    before = count(text)
+    if before <= budget:
+        assert r is None
+        return
+    assert r is not None
+    assert r.kind in ("log", "json", "text")
+    assert count(r.text) == r.tokens_after <= budget
+    assert r.tokens_after <= before
+    assert compact_text(r.text, budget, count) is None
+    assert compact_text(text, budget, count) == r
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts, st.integers(min_value=64, max_value=700), counters)
+def test_logs_fit(text: str, budget: int, count: Callable[[str], int]) -> None:
+    check(text, budget, count)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    json_values, st.integers(min_value=64, max_value=500), counters, st.booleans(), st.booleans()
+)
+def test_json_fits(
+    value: object, budget: int, count: Callable[[str], int], indent: bool, trailer: bool
+) -> None:
+    text = json.dumps(value, indent=2 if indent else None) + ("\n[exit code: 0]" if trailer else "")
+    check(text, budget, count)
+    r = compact_text(text, budget, count)
+    if r is not None and r.kind == "json":
+        body = r.text.removesuffix("\n[exit code: 0]") if trailer else r.text
+        json.loads(body)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(min_size=1, max_size=3000), st.integers(min_value=1, max_value=63), counters)
+def test_tiny_budgets_never_grow(text: str, budget: int, count: Callable[[str], int]) -> None:
+    r = compact_text(text, budget, count)
+    if r is not None:
+        assert r.tokens_after <= r.tokens_before

@@ -1,0 +1,523 @@
+"""proxy.tokens against real tiktoken encodings from the offline cache (TIKTOKEN_CACHE_DIR)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tiktoken
+import tiktoken.load
+import tiktoken_ext.openai_public as openai_public
+
+from proxy import tokens
+from proxy.tokens import (
+    AUDIO_TOKENS,
+    IMAGE_TOKENS,
+    REPLY_PRIMING,
+    TOKENS_PER_MESSAGE,
+    TokenCounter,
+    Tokenizers,
+    encoding_for_model,
+    estimate_tokens,
+    fits_by_bytes,
+    resolve_cache_dir,
+    upper_bound_bytes,
+)
+
+CACHE_DIR = os.environ.get("TIKTOKEN_CACHE_DIR", "/work/shared/tiktoken-cache")
+
+
+@pytest.fixture(scope="module")
+def tokenizers() -> Tokenizers:
+    return Tokenizers(cache_dir=CACHE_DIR)
+
+
+@pytest.fixture(scope="module")
+def o200k(tokenizers: Tokenizers) -> TokenCounter:
+    counter = tokenizers.for_model("gpt-4o")
+    assert counter.exact, f"{CACHE_DIR} lacks o200k_base: run with TIKTOKEN_CACHE_DIR set"
+    return counter
+
+
+@pytest.fixture
+def fresh(o200k: TokenCounter) -> TokenCounter:
+    """A counter with its own empty cache, sharing the loaded encoding."""
+    return TokenCounter(o200k.name, o200k.encoding)
+
+
+def enc_len(counter: TokenCounter, text: str) -> int:
+    assert counter.encoding is not None
+    return len(counter.encoding.encode_ordinary(text))
+
+
+# --- model -> encoding
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        ("gpt-4o", "o200k_base"),
+        ("gpt-4o-mini", "o200k_base"),
+        ("gpt-4o-2024-08-06", "o200k_base"),
+        ("chatgpt-4o-latest", "o200k_base"),
+        ("openai/gpt-4o-mini", "o200k_base"),
+        ("azure/gpt-4o", "o200k_base"),
+        ("GPT-4o", "o200k_base"),
+        ("ft:gpt-4o-mini-2024-07-18:org::abc", "o200k_base"),
+        ("gpt-4.1", "o200k_base"),
+        ("gpt-4.1-nano-2025-04-14", "o200k_base"),
+        ("gpt-4.5-preview", "o200k_base"),
+        ("gpt-5", "o200k_base"),
+        ("gpt-5-mini", "o200k_base"),
+        ("gpt-5.1", "o200k_base"),
+        ("openrouter/openai/gpt-5-codex", "o200k_base"),
+        ("o1", "o200k_base"),
+        ("o1-mini", "o200k_base"),
+        ("o1-2024-12-17", "o200k_base"),
+        ("o3", "o200k_base"),
+        ("o3-pro", "o200k_base"),
+        ("o4-mini", "o200k_base"),
+        ("gpt-oss:20b", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-4-turbo", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+        ("gpt-35-turbo", "cl100k_base"),
+        ("qwen2.5-coder:32b", "cl100k_base"),
+        ("llama3.1:8b", "cl100k_base"),
+        ("mistral-small", "cl100k_base"),
+        ("ollama/qwen3", "cl100k_base"),
+        ("o10", "cl100k_base"),
+        ("omni", "cl100k_base"),
+        ("", "cl100k_base"),
+        (None, "cl100k_base"),
+    ],
+)
+def test_encoding_for_model(model: str | None, encoding: str) -> None:
+    assert encoding_for_model(model) == encoding
+
+
+def test_for_model_shares_one_counter_per_encoding(tokenizers: Tokenizers) -> None:
+    a = tokenizers.for_model("gpt-4o")
+    assert tokenizers.for_model("openai/gpt-5-mini") is a
+    assert a.name == "o200k_base" and a.exact
+    b = tokenizers.for_model("qwen3")
+    assert tokenizers.for_model(None) is b
+    assert b.name == "cl100k_base" and b.exact and b is not a
+
+
+@pytest.mark.parametrize(
+    ("override", "name"),
+    [("o200k_base", "o200k_base"), ("cl100k_base", "cl100k_base"), ("gpt-4o", "o200k_base")],
+)
+def test_override_wins(override: str, name: str) -> None:
+    other = "qwen3" if name == "o200k_base" else "gpt-4o"
+    counter = Tokenizers(override=override, cache_dir=CACHE_DIR).for_model(other)
+    assert (counter.name, counter.exact) == (name, True)
+
+
+def test_override_estimate_is_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    counter = Tokenizers(override="estimate", cache_dir=CACHE_DIR).for_model("gpt-4o")
+    assert (counter.name, counter.exact) == ("estimate", False)
+    assert not caplog.records
+
+
+@pytest.mark.skipif(
+    "TIKTOKEN_CACHE_DIR" not in os.environ, reason="tiktoken's own loader would go to the network"
+)
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_our_copy_of_the_encoding_matches_tiktoken(name: str) -> None:
+    # We build encodings from our cache dir with a copy of tiktoken's constructor arguments.
+    spec = tokens._SPECS[name]
+    reference = getattr(openai_public, name)()
+    assert spec.pat_str == reference["pat_str"]
+    assert dict(spec.special_tokens) == reference["special_tokens"]
+    assert (
+        tokens._cache_key(spec.url)
+        == {
+            "cl100k_base": "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
+            "o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
+        }[name]
+    )
+    ours = Tokenizers(cache_dir=CACHE_DIR).for_encoding(name).encoding
+    assert ours is not None
+    text = "Hello, wörld! def f(x): return x**2  # 数字 123456 \n\n\t<|endoftext|>"
+    assert ours.encode_ordinary(text) == tiktoken.get_encoding(name).encode_ordinary(text)
+
+
+# --- exact counts
+
+
+@pytest.mark.parametrize(
+    ("model", "text", "expected"),
+    [
+        ("gpt-4o", "", 0),
+        ("gpt-4o", "hello world", 2),
+        ("gpt-4", "hello world", 2),
+        ("gpt-4", "tiktoken is great!", 6),
+        ("gpt-4o", "tiktoken is great!", 6),
+        # special tokens are plain text: never raises, never a single special id
+        ("gpt-4o", "<|endoftext|>", 7),
+        ("gpt-4", "<|endoftext|>", 7),
+    ],
+)
+def test_count_text_exact(tokenizers: Tokenizers, model: str, text: str, expected: int) -> None:
+    counter = tokenizers.for_model(model)
+    assert counter.count_text(text) == expected
+    assert counter.count_text(text) == enc_len(counter, text)
+
+
+def test_count_text_long_is_cached_and_exact(fresh: TokenCounter) -> None:
+    text = "The quick brown fox jumps over the lazy dog. " * 100
+    expected = enc_len(fresh, text)
+    assert fresh.count_text(text) == expected
+    assert fresh.count_text(text) == expected
+    assert fresh.cache_info() == (1, 1, 1)
+    fresh.count_text("short")  # below the threshold: not cached
+    assert fresh.cache_info() == (1, 1, 1)
+
+
+def test_lone_surrogate_does_not_raise(o200k: TokenCounter) -> None:
+    assert o200k.count_text("a\ud800b") > 0
+    assert o200k.count_message({"role": "user", "content": "x\udfff"}) > TOKENS_PER_MESSAGE
+
+
+# --- messages: every shape
+
+
+def msg_cost(counter: TokenCounter, *texts: str) -> int:
+    return TOKENS_PER_MESSAGE + sum(enc_len(counter, t) for t in texts)
+
+
+def test_cookbook_example(o200k: TokenCounter) -> None:
+    # openai-cookbook "How to count tokens": role and content encoded, 3 per message, 3 priming.
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "hello world"},
+    ]
+    expected = msg_cost(o200k, "system", "You are a helpful assistant.")
+    expected += msg_cost(o200k, "user", "hello world") + REPLY_PRIMING
+    assert o200k.count_messages(messages) == expected
+
+
+def test_name_costs_one_more(o200k: TokenCounter) -> None:
+    plain = o200k.count_message({"role": "user", "content": "hi"})
+    named = o200k.count_message({"role": "user", "content": "hi", "name": "alice"})
+    assert named == plain + enc_len(o200k, "alice") + 1
+
+
+def test_content_none_and_missing(o200k: TokenCounter) -> None:
+    assert o200k.count_message({"role": "assistant", "content": None}) == msg_cost(
+        o200k, "assistant"
+    )
+    assert o200k.count_message({"role": "assistant"}) == msg_cost(o200k, "assistant")
+
+
+def test_content_parts(o200k: TokenCounter) -> None:
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is in this image?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 10_000}},
+            {"type": "input_audio", "input_audio": {"data": "B" * 10_000, "format": "wav"}},
+            {"type": "text", "text": "And this sound?"},
+        ],
+    }
+    expected = msg_cost(o200k, "user", "What is in this image?", "And this sound?")
+    assert o200k.count_message(message) == expected + IMAGE_TOKENS + AUDIO_TOKENS
+
+
+def test_unknown_part_counted_by_json(o200k: TokenCounter) -> None:
+    part = {"type": "video", "frames": [1, 2, 3]}
+    message = {"role": "user", "content": [part]}
+    assert o200k.count_message(message) == msg_cost(
+        o200k, "user", '{"type":"video","frames":[1,2,3]}'
+    )
+
+
+def test_tool_calls_and_tool_result(o200k: TokenCounter) -> None:
+    args = '{"command": "ls -la"}'
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "run", "arguments": args}}
+        ],
+    }
+    assert o200k.count_message(call) == msg_cost(o200k, "assistant", "run", args)
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "total 0"}
+    assert o200k.count_message(result) == msg_cost(o200k, "tool", "call_1", "total 0")
+
+
+def test_tool_call_arguments_not_a_string(o200k: TokenCounter) -> None:
+    call = {
+        "role": "assistant",
+        "tool_calls": [{"type": "function", "function": {"name": "run", "arguments": {"a": 1}}}],
+    }
+    assert o200k.count_message(call) == msg_cost(o200k, "assistant", "run", '{"a":1}')
+
+
+@pytest.mark.parametrize("field", ["refusal", "reasoning_content", "reasoning"])
+def test_assistant_text_fields(o200k: TokenCounter, field: str) -> None:
+    text = "I thought about it at length."
+    message = {"role": "assistant", "content": "ok", field: text}
+    assert o200k.count_message(message) == msg_cost(o200k, "assistant", "ok", text)
+
+
+def test_exact_counts_differ_from_estimate(o200k: TokenCounter) -> None:
+    estimate = TokenCounter("estimate", None)
+    text = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+    assert estimate.count_text(text) == math.ceil(len(text.encode()) / 4) == estimate_tokens(text)
+    assert not estimate.exact and o200k.exact
+
+
+class Weird:
+    def __str__(self) -> str:
+        raise RuntimeError("no str for you")
+
+
+JUNK: list[Any] = [
+    None,
+    42,
+    "just a string",
+    ["a", "list"],
+    {"role": 5, "content": 3.5},
+    {"content": {"nested": [{"deep": None}]}},
+    {"role": "user", "content": [None, 1, "loose string", {"type": "text", "text": 7}, {}]},
+    {"role": "user", "content": [{"type": "image_url"}, {"no": "type"}]},
+    {"role": "assistant", "tool_calls": "not a list"},
+    {"role": "assistant", "tool_calls": [None, 3, {"function": "x"}, {"function": {"name": 1}}]},
+    {"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
+    {1: "non-str key", "role": "user"},
+    {"role": "user", "content": 2**100},
+    {"role": "user", "content": 10**5000},
+    {"role": "user", "content": {1, 2}},
+    {"role": "user", "content": Weird()},
+    {"role": "user", "content": b"bytes"},
+    {"role": "user", "content": "x", "name": ["not", "a", "string"]},
+]
+
+
+@pytest.mark.parametrize("message", JUNK, ids=range(len(JUNK)))
+def test_junk_never_raises(o200k: TokenCounter, message: Any) -> None:
+    n = o200k.count_message(message)
+    assert isinstance(n, int) and n >= TOKENS_PER_MESSAGE
+    assert o200k.count_message(message) == n  # and counts the same twice (cached or not)
+
+
+def test_junk_conversation_and_cycles(o200k: TokenCounter) -> None:
+    cyclic: dict[str, Any] = {"role": "user"}
+    cyclic["content"] = cyclic
+    assert o200k.count_messages([*JUNK, cyclic]) > 0
+    assert o200k.count_messages(None) == REPLY_PRIMING  # type: ignore[arg-type]
+    assert o200k.count_messages("junk") > REPLY_PRIMING  # type: ignore[arg-type]
+    assert TokenCounter("estimate", None).count_messages([*JUNK, cyclic]) > 0
+
+
+def test_count_tools(o200k: TokenCounter) -> None:
+    assert o200k.count_tools(None) == 0
+    assert o200k.count_tools([]) == 0
+    tools = [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}]
+    expected = enc_len(
+        o200k, '[{"type":"function","function":{"name":"run","parameters":{"type":"object"}}}]'
+    )
+    assert o200k.count_tools(tools) == expected
+    assert o200k.count_tools(tools) == expected
+
+
+# --- the cache
+
+
+def conversation(n: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
+    for i in range(n):
+        messages.append({"role": "user", "content": f"question {i}: " + "why? " * i})
+        messages.append({"role": "assistant", "content": f"answer {i}"})
+    return messages
+
+
+def test_second_count_is_all_hits(fresh: TokenCounter) -> None:
+    messages = conversation(10)
+    first = fresh.count_messages(messages)
+    assert fresh.cache_info() == (0, 21, 21)
+    assert fresh.count_messages(messages) == first
+    assert fresh.cache_info() == (21, 21, 21)
+
+
+def test_next_turn_counts_only_new_messages(fresh: TokenCounter) -> None:
+    messages = conversation(10)
+    fresh.count_messages(messages)
+    turn = [*messages, {"role": "user", "content": "one more"}]
+    assert fresh.count_messages(turn) == fresh.count_messages(messages) + fresh.count_message(
+        turn[-1]
+    )
+    hits, misses, size = fresh.cache_info()
+    assert (misses, size) == (22, 22)
+
+
+def test_cache_key_ignores_key_order(fresh: TokenCounter) -> None:
+    fresh.count_message({"role": "user", "content": "hi"})
+    fresh.count_message({"content": "hi", "role": "user"})
+    assert fresh.cache_info() == (1, 1, 1)
+
+
+def test_cache_is_bounded_lru(o200k: TokenCounter) -> None:
+    small = TokenCounter(o200k.name, o200k.encoding, cache_size=2)
+    a, b, c = ({"role": "user", "content": x} for x in "abc")
+    small.count_message(a)
+    small.count_message(b)
+    small.count_message(a)  # a is now the most recent
+    small.count_message(c)  # evicts b
+    assert small.cache_info() == (1, 3, 2)
+    small.count_message(a)
+    assert small.cache_info().hits == 2
+    small.count_message(b)
+    assert small.cache_info().misses == 4
+
+
+def test_cache_size_zero_disables_cache(o200k: TokenCounter) -> None:
+    off = TokenCounter(o200k.name, o200k.encoding, cache_size=0)
+    messages = conversation(3)
+    assert off.count_messages(messages) == off.count_messages(messages)
+    assert off.cache_info() == (0, 14, 0)
+
+
+def test_threads_agree(fresh: TokenCounter) -> None:
+    messages = conversation(30)
+    expected = TokenCounter(fresh.name, fresh.encoding, cache_size=0).count_messages(messages)
+    results: list[int] = []
+
+    def work() -> None:
+        for _ in range(20):
+            results.append(fresh.count_messages(messages))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(results) == {expected}
+
+
+# --- byte bound
+
+
+def test_upper_bound_holds_on_awkward_text(o200k: TokenCounter, tokenizers: Tokenizers) -> None:
+    cl100k = tokenizers.for_model("qwen")
+    for text in ["", "a", "ü" * 50, "数字" * 40, "🙂" * 30, "\x00\x01\x02", "<|endoftext|>" * 3]:
+        n_bytes = len(text.encode())
+        assert enc_len(o200k, text) <= upper_bound_bytes(n_bytes)
+        assert enc_len(cl100k, text) <= upper_bound_bytes(n_bytes)
+
+
+@pytest.mark.parametrize(
+    ("text", "max_tokens", "fits"),
+    [
+        ("", 0, True),
+        ("abcd", 4, True),
+        ("abcd", 3, False),  # "don't know": go and count
+        ("ü" * 10, 20, True),  # 20 bytes
+        ("ü" * 10, 19, False),
+        ("x", -1, False),
+    ],
+)
+def test_fits_by_bytes(text: str, max_tokens: int, fits: bool) -> None:
+    assert fits_by_bytes(text, max_tokens) is fits
+
+
+# --- fallback without the encoding file
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A guard only: any attempt to fetch an encoding blob fails the test loudly."""
+
+    def refuse(*args: Any, **kwargs: Any) -> bytes:
+        raise AssertionError("tried to download an encoding")
+
+    monkeypatch.setattr(tiktoken.load, "read_file", refuse)
+    monkeypatch.setattr(tiktoken.load, "read_file_cached", refuse)
+
+
+@pytest.mark.usefixtures("no_network")
+def test_missing_file_falls_back_to_estimate_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="proxy.tokens")
+    started = time.monotonic()
+    tk = Tokenizers(cache_dir=str(tmp_path))
+    counter = tk.for_model("gpt-4o")
+    assert time.monotonic() - started < 2
+    assert (counter.name, counter.exact) == ("estimate", False)
+    assert counter.note and "TIKTOKEN_CACHE_DIR" in counter.note
+    assert counter.count_text("abcdefgh") == 2
+    assert counter.count_messages([{"role": "user", "content": "abcd"}]) == 3 + 1 + 1 + 3
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "TIKTOKEN_CACHE_DIR" in warnings[0].getMessage()
+    assert "o200k_base" in warnings[0].getMessage()
+
+    caplog.clear()
+    assert tk.for_model("gpt-4o-mini") is counter
+    assert not caplog.records
+    # another encoding warns once for itself, and shares the estimate counter
+    assert tk.for_model("qwen3") is counter
+    assert len(caplog.records) == 1 and "cl100k_base" in caplog.records[0].getMessage()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.usefixtures("no_network")
+def test_corrupt_file_falls_back(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "fb374d419588a4632f3f557e76b4b70aebbca790").write_bytes(b"garbage")
+    counter = Tokenizers(cache_dir=str(tmp_path)).for_model("gpt-4o")
+    assert not counter.exact
+
+
+@pytest.mark.usefixtures("no_network")
+def test_caching_disabled_and_unknown_encoding_fall_back(tmp_path: Path) -> None:
+    assert not Tokenizers(cache_dir="").for_model("gpt-4o").exact
+    assert not Tokenizers(override="p50k_base", cache_dir=str(tmp_path)).for_model("x").exact
+
+
+def test_allow_download_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+
+    def hang(url: str) -> bytes:
+        release.wait(5)
+        raise OSError("offline")
+
+    monkeypatch.setattr(tiktoken.load, "read_file", hang)
+    started = time.monotonic()
+    counter = Tokenizers(cache_dir=str(tmp_path), allow_download=True, load_timeout=0.2).for_model(
+        "gpt-4o"
+    )
+    release.set()
+    assert time.monotonic() - started < 2
+    assert not counter.exact
+
+
+def test_allow_download_writes_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
+    blob = Path(CACHE_DIR, key).read_bytes()
+    fetched: list[str] = []
+
+    def fake_download(url: str) -> bytes:
+        fetched.append(url)
+        return blob
+
+    monkeypatch.setattr(tiktoken.load, "read_file", fake_download)
+    counter = Tokenizers(cache_dir=str(tmp_path), allow_download=True).for_model("qwen3")
+    assert counter.exact and counter.count_text("hello world") == 2
+    assert fetched == [tokens._SPECS["cl100k_base"].url]
+    assert (tmp_path / key).read_bytes() == blob
+
+
+def test_resolve_cache_dir_mirrors_tiktoken() -> None:
+    assert resolve_cache_dir({"TIKTOKEN_CACHE_DIR": "/a", "DATA_GYM_CACHE_DIR": "/b"}) == "/a"
+    assert resolve_cache_dir({"DATA_GYM_CACHE_DIR": "/b"}) == "/b"
+    assert resolve_cache_dir({}).endswith("data-gym-cache")
