@@ -83,3 +83,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(app)
     app.include_router(router)
     return app
+
+
+def create_worker_app() -> FastAPI:
+    """Factory for `--workers N`: each worker process configures logging and reads Settings."""
+    from proxy import logs
+
+    settings = Settings()
+    logs.configure(settings.log_level, settings.log_format)
+    return create_app(settings)

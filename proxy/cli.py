@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
 from pydantic import ValidationError
 
 from proxy import __version__
-from proxy.settings import Settings, load_settings, settings_table
+from proxy.settings import Settings, load_settings, settings_table, settings_to_env
 
 log = logging.getLogger("proxy")
 
@@ -85,6 +87,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(argv)
+    except KeyboardInterrupt:
+        return 130
+
+
+def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -200,18 +209,34 @@ def serve(settings: Settings) -> int:
         settings.upstream_url,
     )
     if is_public(settings.host):
-        log.warning(
-            "binding %s exposes the proxy beyond this machine: anyone who can reach it can use "
-            "your upstream (and its key)",
-            settings.host,
-        )
-    uvicorn.run(
-        create_app(settings),
+        if settings.proxy_api_key is None:
+            log.warning(
+                "!!! binding %s WITHOUT an inbound key: anyone who can reach this port can use "
+                "your upstream (and its key). Set SHRINK_PROXY_API_KEY or bind 127.0.0.1. !!!",
+                settings.host,
+            )
+        else:
+            log.info(
+                "binding a public interface (%s); clients must present the inbound key",
+                settings.host,
+            )
+    else:
+        log.info("bound to %s only: reachable from this machine", settings.host)
+    common = dict(
         host=settings.host,
         port=settings.port,
         log_config=None,
         server_header=False,
         access_log=False,
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=settings.shutdown_grace,
     )
+    # uvicorn drains in-flight requests on SIGTERM, then re-raises the signal with the previous
+    # handler restored: make that handler a clean exit 0, as process supervisors expect.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if settings.workers > 1:
+        # Workers are separate processes: each rebuilds the same Settings from the environment.
+        os.environ.update(settings_to_env(settings))
+        uvicorn.run("proxy.app:create_worker_app", factory=True, workers=settings.workers, **common)
+    else:
+        uvicorn.run(create_app(settings), **common)
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hmac
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -17,7 +18,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from proxy import wire
-from proxy.errors import ContextTooLarge, PayloadTooLarge, ProxyError, UnsupportedMediaType
+from proxy.errors import (
+    ContextTooLarge,
+    PayloadTooLarge,
+    ProxyError,
+    Unauthorized,
+    UnsupportedMediaType,
+)
 from proxy.pipeline import Report
 from proxy.relay import DisconnectWatch, Relay, RelayOutcome
 from proxy.shrinker import parse_mode
@@ -59,6 +66,22 @@ def raw_path(request: Request) -> str:
     return raw.decode("latin-1") if raw else request.url.path
 
 
+def authorize(request: Request, state: AppState) -> None:
+    """With an inbound key configured, only clients that present it get through."""
+    expected = state.settings.proxy_api_key
+    if expected is None:
+        return
+    auth = request.headers.get("authorization", "")
+    presented = (
+        auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("api-key", "")
+    )
+    if not hmac.compare_digest(presented.encode(), expected.get_secret_value().encode()):
+        raise Unauthorized(
+            "Missing or incorrect API key for this proxy: send it as 'Authorization: Bearer KEY' "
+            "or 'api-key: KEY'."
+        )
+
+
 def request_id_of(request: Request) -> str:
     return request.headers.get("x-request-id") or new_request_id()
 
@@ -78,9 +101,9 @@ async def readyz(request: Request) -> Response:
             timeout=httpx.Timeout(min(5.0, upstream.timeouts.connect), read=5.0),
         )
     except (httpx.HTTPError, OSError) as exc:
+        # No URL or detail: /readyz is unauthenticated and must not describe the upstream.
         return JSONResponse(
-            {"status": "unavailable", "upstream": str(upstream.targets.base), "reason": repr(exc)},
-            status_code=503,
+            {"status": "unavailable", "reason": type(exc).__name__}, status_code=503
         )
     return JSONResponse({"status": "ready", "upstream_status": r.status_code})
 
@@ -91,6 +114,7 @@ async def readyz(request: Request) -> Response:
 async def chat_completions(request: Request) -> Response:
     state = state_of(request)
     started = time.perf_counter()
+    authorize(request, state)
     request_id = request_id_of(request)
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
@@ -130,6 +154,7 @@ async def chat_completions(request: Request) -> Response:
 async def shrink_preview(request: Request) -> Response:
     """What the proxy would send for this chat request, and why; the upstream is not called."""
     state = state_of(request)
+    authorize(request, state)
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     body = wire.parse_chat(raw)
@@ -173,6 +198,7 @@ def report_dict(report: Report) -> dict[str, object]:
 async def passthrough(request: Request) -> Response:
     state = state_of(request)
     started = time.perf_counter()
+    authorize(request, state)
     request_id = request_id_of(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     fields: dict[str, object] = {
@@ -211,6 +237,7 @@ async def forward(
         api_key=upstream.api_key,
         request_id=request_id,
         body_changed=body_changed,
+        drop_client_auth=state.settings.proxy_api_key is not None,
     )
     watch = DisconnectWatch(request.receive)
     try:

@@ -7,6 +7,7 @@ table (`shrink-proxy settings-table`), so the documentation cannot drift from th
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from typing import Literal
@@ -39,9 +40,25 @@ class Settings(BaseSettings):
         "paths) instead of the client's, so clients can hold a dummy key. Unset: the client's "
         "own `Authorization`/`api-key` is passed through.",
     )
+    proxy_api_key: SecretStr | None = Field(
+        None,
+        description="Inbound key: when set, clients must present it (`Authorization: Bearer …` "
+        "or `api-key`), and the upstream then receives `SHRINK_UPSTREAM_API_KEY`, never the "
+        "client's key. Also guards /metrics, /stats and /dashboard.",
+    )
     host: str = Field("127.0.0.1", description="Interface to bind. `0.0.0.0` exposes the proxy.")
     port: int = Field(8080, ge=0, le=65535, description="Port to listen on.")
-    workers: int = Field(1, ge=1, le=64, description="Worker processes (state is per worker).")
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Worker processes. Caches, metrics and discovered windows are per worker.",
+    )
+    shutdown_grace: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds in-flight requests may take to finish after SIGTERM.",
+    )
 
     # --- timeouts and limits -------------------------------------------------------------------
     connect_timeout: float = Field(
@@ -172,6 +189,21 @@ class Settings(BaseSettings):
             if best:
                 return self.model_windows[best]
         return self.context_window
+
+
+def settings_to_env(settings: Settings) -> dict[str, str]:
+    """The settings as SHRINK_* variables, so worker processes rebuild the very same Settings."""
+    env: dict[str, str] = {}
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        field = Settings.model_fields[name]
+        key = field.validation_alias if isinstance(field.validation_alias, str) else None
+        key = key or f"SHRINK_{name.upper()}"
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        env[key] = json.dumps(value) if isinstance(value, dict | list) else str(value)
+    return env
 
 
 def _tiktoken_cache_dir(environ: os._Environ[str] | dict[str, str]) -> str:

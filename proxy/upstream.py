@@ -67,14 +67,20 @@ def request_headers(
     api_key: str | None,
     request_id: str,
     body_changed: bool,
+    drop_client_auth: bool = False,
 ) -> list[tuple[str, str]]:
-    """Headers to send upstream: the client's end-to-end headers, our key if configured, an id."""
+    """Headers to send upstream: the client's end-to-end headers, our key if configured, an id.
+
+    `drop_client_auth`: the client's key was the proxy's own inbound key and must not leak on.
+    """
     out = _strip_hop_by_hop(client_headers, HOP_BY_HOP)
+    had_azure_key = any(k.lower() == "api-key" for k, _ in out)
+    if drop_client_auth:
+        out = [(k, v) for k, v in out if k.lower() not in AUTH_HEADERS]
     if body_changed:
         # The encoding of the client's body no longer describes ours.
         out = [(k, v) for k, v in out if k.lower() != "content-encoding"]
     if api_key is not None:
-        had_azure_key = any(k.lower() == "api-key" for k, _ in out)
         out = [(k, v) for k, v in out if k.lower() not in AUTH_HEADERS]
         out.append(("authorization", f"Bearer {api_key}"))
         if had_azure_key:

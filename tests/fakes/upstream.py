@@ -52,6 +52,8 @@ class FakeUpstream:
     streams_cancelled: int = 0
     streams_completed: int = 0
     cancelled_event: threading.Event = field(default_factory=threading.Event)
+    # time.monotonic() at which each SSE chunk of the latest stream was handed to the server.
+    sent_times: list[float] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -63,6 +65,7 @@ class FakeUpstream:
             self.requests.clear()
             self.streams_cancelled = 0
             self.streams_completed = 0
+            self.sent_times = []
             self.cancelled_event.clear()
 
     def app(self) -> Starlette:
@@ -192,6 +195,7 @@ class FakeUpstream:
         delay = float(h.get("x-fake-chunk-delay", "0"))
         drop_after = int(h["x-fake-drop-after"]) if h.get("x-fake-drop-after") else None
         completed = False
+        self.sent_times = []
         try:
             for i in range(n):
                 if drop_after is not None and i == drop_after:
@@ -211,6 +215,7 @@ class FakeUpstream:
                         }
                     ],
                 }
+                self.sent_times.append(time.monotonic())
                 yield b"data: " + orjson.dumps(chunk) + b"\n\n"
                 if delay:
                     await asyncio.sleep(delay)
