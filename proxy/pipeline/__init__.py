@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.pipeline.budget import Budget, compute_budget
 from proxy.pipeline.compact import Compacted, compact_text
 from proxy.pipeline.trim import trim_history
 from proxy.pipeline.types import Counter, Message, Mode, Policy, Report, StageAction
+from proxy.pipeline.units import pinned_count
 
 __all__ = ["Budget", "Plan", "Policy", "Report", "compute_budget", "shrink"]
 
@@ -33,6 +34,23 @@ class Plan:
     messages: list[Message]
     report: Report
     changed: bool
+    # What stage 2 dropped (in order, without a carried user message) and where its marker sits
+    # in `messages`: the edge may replace that marker with a summary of the span (compact mode).
+    span: list[Message] = field(default_factory=list)
+    marker_index: int | None = None
+
+
+@dataclass
+class _Context:
+    budget: Budget
+    counter: Counter
+    policy: Policy
+    fixed: int
+    memo: CompactMemo | None
+    report: Report
+    room: int  # tokens stage 2 may fill with messages
+    span: list[Message] = field(default_factory=list)
+    marker_index: int | None = None
 
 
 def shrink(
@@ -55,11 +73,16 @@ def shrink(
         )
     before = _total(messages, counter, fixed_tokens)
     report.tokens_before = report.tokens_after = before
+    room = budget.prompt - fixed_tokens - REPLY_PRIMING
+    if mode == "compact":
+        # Leave room for the summary that will replace the dropped span's marker.
+        room -= policy.summary_tokens
+    ctx = _Context(budget, counter, policy, fixed_tokens, memo, report, room)
     out = list(messages)
     for stage in STAGES[mode]:
         if stage is _trim and _total(out, counter, fixed_tokens) <= budget.prompt:
             break
-        out = stage(out, budget, counter, policy, fixed_tokens, memo, report)
+        out = stage(out, ctx)
     after = _total(out, counter, fixed_tokens)
     changed = any(a is not b for a, b in zip(out, messages, strict=False)) or len(out) != len(
         messages
@@ -72,24 +95,18 @@ def shrink(
         out, after, changed = list(messages), before, False
     report.tokens_after = after
     report.fits = after <= budget.prompt
-    return Plan(messages=out if changed else messages, report=report, changed=changed)
+    if not changed:
+        return Plan(messages=messages, report=report, changed=False)
+    return Plan(out, report, True, span=ctx.span, marker_index=ctx.marker_index)
 
 
 def _total(messages: list[Message], counter: Counter, fixed: int) -> int:
     return sum(counter.count_message(m) for m in messages) + fixed + REPLY_PRIMING
 
 
-def _tools(
-    messages: list[Message],
-    budget: Budget,
-    counter: Counter,
-    policy: Policy,
-    fixed: int,
-    memo: CompactMemo | None,
-    report: Report,
-) -> list[Message]:
+def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
     """Stage 1: compact each oversized tool result alone, whatever the budget or position."""
-    limit = policy.tool_max_tokens
+    limit, counter, memo, report = ctx.policy.tool_max_tokens, ctx.counter, ctx.memo, ctx.report
     out = messages
     for i, m in enumerate(messages):
         if m.get("role") not in TOOL_ROLES:
@@ -151,22 +168,20 @@ def _compact(
         return done
 
 
-def _trim(
-    messages: list[Message],
-    budget: Budget,
-    counter: Counter,
-    policy: Policy,
-    fixed: int,
-    memo: CompactMemo | None,
-    report: Report,
-) -> list[Message]:
+def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     """Stages 2 and 3: drop old history at a sticky cut; last resort, cut the newest turn."""
-    room = budget.prompt - fixed - REPLY_PRIMING
+    counter, report = ctx.counter, ctx.report
     result = trim_history(
-        messages, room, counter.count_message, policy, count_text=counter.count_text
+        messages, ctx.room, counter.count_message, ctx.policy, count_text=counter.count_text
     )
     if result is None:
         return messages
+    if result.dropped_messages and not result.shrunk:
+        p = pinned_count(messages)
+        ctx.marker_index = p
+        ctx.span = [
+            m for i, m in enumerate(messages[p : result.cut], p) if i != result.carried_user
+        ]
     if result.dropped_messages:
         report.count("trim", result.dropped_messages)
         report.details.append(
@@ -193,13 +208,15 @@ def _trim(
     return result.messages
 
 
-def _off(messages: list[Message], *args: Any) -> list[Message]:
+def _off(messages: list[Message], ctx: _Context) -> list[Message]:
     return messages
 
 
-STAGES: dict[str, tuple[Callable[..., list[Message]], ...]] = {
+Stage = Callable[[list[Message], _Context], list[Message]]
+STAGES: dict[str, tuple[Stage, ...]] = {
     "off": (_off,),
     "tools": (_tools,),
     "trim": (_tools, _trim),
     "auto": (_tools, _trim),
+    "compact": (_tools, _trim),
 }

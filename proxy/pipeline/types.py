@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 Message = dict[str, Any]
-Mode = Literal["auto", "off", "tools", "trim"]
+Mode = Literal["auto", "off", "tools", "trim", "compact"]
 
 
 class Counter(Protocol):
@@ -39,6 +39,8 @@ class Policy:
     trim_step: float = 0.5
     marker_role: Literal["system", "user"] = "system"
     mode: Mode = "auto"
+    # Room stage 2 leaves for the summary that replaces its marker in compact mode.
+    summary_tokens: int = 0
 
 
 @dataclass

@@ -151,3 +151,22 @@ def test_mode_off_changes_nothing():
 def test_budget(window, requested, prompt, clamped):
     b = compute_budget(window, requested, default_reserve=4096, floor=1024, margin_share=0.03)
     assert (b.prompt, b.clamped) == (prompt, clamped)
+
+
+def test_compact_mode_exposes_the_dropped_span_and_leaves_summary_room():
+    msgs = [{"role": "system", "content": "sys"}]
+    for t in range(30):
+        msgs.append({"role": "user", "content": f"question {t} " + "lorem ipsum " * 40})
+        msgs.append({"role": "assistant", "content": f"answer {t} " + "dolor sit " * 40})
+    msgs.append({"role": "user", "content": "last"})
+    budget = compute_budget(4096, 512, default_reserve=256, floor=128, margin_share=0.02)
+    plan = shrink(
+        msgs, budget=budget, counter=COUNTER, policy=Policy(summary_tokens=600), mode="compact"
+    )
+    assert plan.changed and plan.marker_index == 1
+    marker = plan.messages[1]
+    assert marker["role"] == "system" and "omitted" in marker["content"]
+    # The span is exactly what was dropped, in order, and the kept part resumes right after it.
+    assert plan.span == msgs[1 : 1 + len(plan.span)]
+    assert plan.messages[2] == msgs[1 + len(plan.span)]
+    assert plan.report.tokens_after + 600 - COUNTER.count_message(marker) <= budget.prompt
