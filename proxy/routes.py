@@ -5,7 +5,6 @@ Each handler reads like a table of contents; the work lives in wire, upstream an
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hmac
 import logging
@@ -21,14 +20,14 @@ from proxy import wire
 from proxy.errors import (
     ContextTooLarge,
     PayloadTooLarge,
-    ProxyError,
     Unauthorized,
     UnsupportedMediaType,
 )
+from proxy.exchange import INSPECT_LIMIT, ClientGone, Exchange
 from proxy.pipeline import Report
-from proxy.relay import DisconnectWatch, Relay, RelayOutcome
 from proxy.shrinker import parse_mode
-from proxy.upstream import new_request_id, request_headers, response_headers
+from proxy.sse import UsageTap
+from proxy.upstream import new_request_id
 
 if TYPE_CHECKING:
     from proxy.app import AppState
@@ -59,11 +58,6 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise PayloadTooLarge(f"The request body is over the limit of {limit:,} bytes.")
         parts.append(chunk)
     return b"".join(parts)
-
-
-def raw_path(request: Request) -> str:
-    raw = request.scope.get("raw_path")
-    return raw.decode("latin-1") if raw else request.url.path
 
 
 def authorize(request: Request, state: AppState) -> None:
@@ -113,40 +107,73 @@ async def readyz(request: Request) -> Response:
 @router.post("/openai/deployments/{deployment}/chat/completions")
 async def chat_completions(request: Request) -> Response:
     state = state_of(request)
-    started = time.perf_counter()
+    ex = Exchange(request, state, request_id_of(request))
     authorize(request, state)
-    request_id = request_id_of(request)
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     body = wire.parse_chat(raw)
     mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings.mode)
     plan = await state.shrinker.plan(body, len(raw), mode)
     report = plan.report
-    fields: dict[str, object] = {
-        "request_id": request_id,
-        "route": "chat",
-        "model": body.get("model"),
-        "mode": mode,
-        "tokens_before": report.tokens_before,
-        "tokens_after": report.tokens_after,
-        "budget": report.budget,
-        "actions": report.actions_header,
-        "shrink_ms": round((time.perf_counter() - started) * 1000, 2),
-    }
-    headers = shrink_headers(report)
-    if not report.fits and mode in ("auto", "trim"):
-        log_request(fields, started, status=400, error="context_length_exceeded")
-        raise ContextTooLarge(too_large_message(body, report), headers=dict(headers))
-    content = wire.dump_with_messages(body, plan.messages) if plan.changed else raw
-    return await forward(
-        request,
-        state,
-        content,
-        request_id,
-        fields,
-        started,
-        body_changed=plan.changed,
-        extra_headers=headers,
+    ex.fields.update(
+        route="chat",
+        request_id=ex.request_id,
+        model=body.get("model"),
+        mode=mode,
+        tokens_before=report.tokens_before,
+        tokens_after=report.tokens_after,
+        budget=report.budget,
+        actions=report.actions_header,
+        shrink_ms=round((time.perf_counter() - ex.started) * 1000, 2),
+    )
+    ex.extra_headers = shrink_headers(report)
+    if not report.fits and mode in ("auto", "trim", "compact"):
+        ex.log(status=400, error="context_length_exceeded")
+        raise ContextTooLarge(too_large_message(body, report), headers=dict(ex.extra_headers))
+    messages = plan.messages if plan.changed else body["messages"]
+    stream = wire.is_stream(body)
+    tap = None
+    changed = plan.changed
+    if stream:
+        # Ask for the usage chunk (and hide it) unless the client asked for it itself; Azure's
+        # older api-versions reject the unknown field, so its paths are left alone.
+        inject = (
+            state.settings.stream_usage
+            and not wire.wants_stream_usage(body)
+            and not request.url.path.startswith("/openai/")
+        )
+        tap = UsageTap(strip=inject)
+        if inject:
+            body = wire.with_stream_usage(body)
+            changed = True
+    content = wire.dump_with_messages(body, messages) if changed else raw
+    try:
+        resp = await ex.open(content, body_changed=changed)
+    except ClientGone:
+        ex.log(status=499, client_disconnected=True)
+        return Response(status_code=499)
+    if not stream and inspectable(resp):
+        try:
+            data = await ex.read_all(resp)
+        except ClientGone:
+            ex.log(status=499, client_disconnected=True)
+            return Response(status_code=499)
+        if data is not None:
+            ex.note_json_usage(data)
+            return await ex.answer_buffered(resp, data)
+    return ex.relay(resp, tap=tap)
+
+
+def inspectable(resp: httpx.Response) -> bool:
+    """A complete JSON answer of known, modest size: read it whole to learn its usage."""
+    length = resp.headers.get("content-length")
+    return (
+        resp.status_code == 200
+        and resp.headers.get("content-type", "").startswith("application/json")
+        and "content-encoding" not in resp.headers
+        and length is not None
+        and length.isdigit()
+        and int(length) <= INSPECT_LIMIT
     )
 
 
@@ -197,16 +224,16 @@ def report_dict(report: Report) -> dict[str, object]:
 @router.api_route("/openai/{path:path}", methods=ALL_METHODS)
 async def passthrough(request: Request) -> Response:
     state = state_of(request)
-    started = time.perf_counter()
+    ex = Exchange(request, state, request_id_of(request))
     authorize(request, state)
-    request_id = request_id_of(request)
     raw = await read_body(request, state.settings.max_body_bytes)
-    fields: dict[str, object] = {
-        "request_id": request_id,
-        "route": "passthrough",
-        "path": request.url.path,
-    }
-    return await forward(request, state, raw, request_id, fields, started, body_changed=False)
+    ex.fields.update(route="passthrough", request_id=ex.request_id, path=request.url.path)
+    try:
+        resp = await ex.open(raw, body_changed=False)
+    except ClientGone:
+        ex.log(status=499, client_disconnected=True)
+        return Response(status_code=499)
+    return ex.relay(resp)
 
 
 def check_content_type(request: Request) -> None:
@@ -216,79 +243,3 @@ def check_content_type(request: Request) -> None:
             f"Content-Type {ctype.split(';')[0]} is not supported; send the request as "
             "JSON with 'Content-Type: application/json'."
         )
-
-
-async def forward(
-    request: Request,
-    state: AppState,
-    content: bytes,
-    request_id: str,
-    fields: dict[str, object],
-    started: float,
-    *,
-    body_changed: bool,
-    extra_headers: list[tuple[str, str]] | None = None,
-) -> Response:
-    """Open the upstream request and relay its response; log one line when the relay ends."""
-    upstream = state.upstream
-    url = upstream.targets.url(raw_path(request), request.scope.get("query_string", b""))
-    headers = request_headers(
-        request.headers.items(),
-        api_key=upstream.api_key,
-        request_id=request_id,
-        body_changed=body_changed,
-        drop_client_auth=state.settings.proxy_api_key is not None,
-    )
-    watch = DisconnectWatch(request.receive)
-    try:
-        resp = await upstream.open(request.method, url, headers, content or None)
-    except asyncio.CancelledError:
-        if not watch.absorb():
-            raise
-        await watch.stop()
-        # The client left before the upstream answered; the upstream request is already dropped.
-        log_request(fields, started, status=499, client_disconnected=True)
-        return Response(status_code=499)
-    except ProxyError as exc:
-        await watch.stop()
-        log_request(fields, started, status=exc.status, error=exc.code)
-        raise
-    ttfb = time.perf_counter() - started
-    out_headers = response_headers(resp)
-    if not any(k.lower() == "x-request-id" for k, _ in out_headers):
-        out_headers.append(("x-request-id", request_id))
-    if extra_headers:
-        out_headers.extend(extra_headers)
-    event_stream = resp.headers.get("content-type", "").startswith("text/event-stream")
-    if event_stream:
-        out_headers.append(("x-accel-buffering", "no"))
-    elif "content-length" in resp.headers:
-        # Raw bytes are relayed unchanged (still encoded, if they were), so the length holds.
-        out_headers.append(("content-length", resp.headers["content-length"]))
-
-    def done(outcome: RelayOutcome) -> None:
-        log_request(
-            fields,
-            started,
-            status=resp.status_code,
-            ttfb_ms=round(ttfb * 1000, 2),
-            bytes=outcome.bytes_sent,
-            error=outcome.error.code if outcome.error else None,
-            client_disconnected=outcome.client_disconnected or None,
-        )
-
-    return Relay(
-        status_code=resp.status_code,
-        headers=out_headers,
-        body=upstream.iter_body(resp),
-        close=resp.aclose,
-        event_stream=event_stream,
-        watch=watch,
-        on_done=done,
-    )
-
-
-def log_request(fields: dict[str, object], started: float, **more: object) -> None:
-    entry = {**fields, **{k: v for k, v in more.items() if v is not None}}
-    entry["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-    log.info("request", extra={"fields": entry})

@@ -152,6 +152,12 @@ class Settings(BaseSettings):
         description="Cut points sit at multiples of this share of the budget in the running "
         "token sum: larger means rarer, deeper cuts and fewer prompt-cache misses.",
     )
+    stream_usage: bool = Field(
+        True,
+        description="Ask streaming upstreams for `stream_options.include_usage` to learn the "
+        "true prompt size (and detect silent truncation); the extra usage chunk is removed "
+        "before it reaches a client that did not ask for it. Not done on Azure paths.",
+    )
     marker_role: Literal["system", "user"] = Field(
         "system",
         description="Role of the message that says how much history was omitted.",

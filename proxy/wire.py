@@ -83,6 +83,18 @@ def is_stream(body: dict[str, Any]) -> bool:
     return body.get("stream") is True
 
 
+def wants_stream_usage(body: dict[str, Any]) -> bool:
+    opts = body.get("stream_options")
+    return isinstance(opts, dict) and opts.get("include_usage") is True
+
+
+def with_stream_usage(body: dict[str, Any]) -> dict[str, Any]:
+    """The request asking for the final usage chunk, other stream options kept."""
+    opts = body.get("stream_options")
+    merged = {**opts, "include_usage": True} if isinstance(opts, dict) else {"include_usage": True}
+    return {**body, "stream_options": merged}
+
+
 def dump_with_messages(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
     """Re-serialise the request with new messages, keeping every other field and its order."""
     return orjson.dumps({**body, "messages": messages})

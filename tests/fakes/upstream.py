@@ -159,8 +159,10 @@ class FakeUpstream:
         model = body.get("model", "fake-model")
         prompt_chars = len(rec.body)
         if body.get("stream"):
+            opts = body.get("stream_options") or {}
+            usage = prompt_chars // 4 if opts.get("include_usage") else None
             return StreamingResponse(
-                self.sse(request, model),
+                self.sse(request, model, usage),
                 media_type="text/event-stream",
                 headers={"x-upstream-marker": "yes"},
             )
@@ -186,7 +188,7 @@ class FakeUpstream:
             headers={"x-upstream-marker": "yes"},
         )
 
-    async def sse(self, request: Request, model: str):
+    async def sse(self, request: Request, model: str, usage: int | None = None):
         h = request.headers
         if h.get("x-fake-raw-sse") is not None:
             yield h["x-fake-raw-sse"].encode().decode("unicode_escape").encode()
@@ -227,6 +229,21 @@ class FakeUpstream:
                 "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
             }
             yield b"data: " + orjson.dumps(final) + b"\n\n"
+            if usage is not None:
+                # As OpenAI sends it: a last chunk with no choices and the usage.
+                tail = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": model,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": usage,
+                        "completion_tokens": n,
+                        "total_tokens": usage + n,
+                    },
+                }
+                yield b"data: " + orjson.dumps(tail) + b"\n\n"
             yield b"data: [DONE]\n\n"
             completed = True
         finally:

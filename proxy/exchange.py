@@ -1,0 +1,196 @@
+"""One client request's exchange with the upstream: open, maybe inspect, relay, log once.
+
+The status is decided before the first byte reaches the client. Chat answers that are not
+streams are read whole (they arrive whole anyway) so their usage can be checked and a warning
+header set; streams are relayed as they arrive, through a usage tap when the proxy asked for the
+usage chunk itself. A client that leaves at any point drops the upstream request at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from fastapi import Request
+from fastapi.responses import Response
+
+from proxy.errors import ProxyError
+from proxy.relay import DisconnectWatch, Relay, RelayOutcome
+from proxy.sse import UsageTap, json_usage, prompt_tokens
+from proxy.upstream import request_headers, response_headers
+
+if TYPE_CHECKING:
+    from proxy.app import AppState
+
+log = logging.getLogger("proxy.request")
+
+# Non-stream chat answers up to this size are read whole for inspection; larger ones stream.
+INSPECT_LIMIT = 8 * 1024 * 1024
+
+
+class ClientGone(Exception):
+    """The client disconnected before the response started."""
+
+
+@dataclass
+class Exchange:
+    request: Request
+    state: AppState
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+    fields: dict[str, Any] = field(default_factory=dict)
+    extra_headers: list[tuple[str, str]] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    ttfb: float | None = None
+    _watch: DisconnectWatch | None = None
+
+    # --- opening -------------------------------------------------------------------------------
+
+    async def open(self, content: bytes, *, body_changed: bool) -> httpx.Response:
+        """Send the request; return once headers are in. Raises ProxyError or ClientGone."""
+        upstream = self.state.upstream
+        request = self.request
+        url = upstream.targets.url(raw_path(request), request.scope.get("query_string", b""))
+        headers = request_headers(
+            request.headers.items(),
+            api_key=upstream.api_key,
+            request_id=self.request_id,
+            body_changed=body_changed,
+            drop_client_auth=self.state.settings.proxy_api_key is not None,
+        )
+        if self._watch is None:
+            self._watch = DisconnectWatch(request.receive)
+        try:
+            resp = await upstream.open(request.method, url, headers, content or None)
+        except asyncio.CancelledError:
+            if not self._watch.absorb():
+                raise
+            await self._watch.stop()
+            raise ClientGone from None
+        except ProxyError as exc:
+            await self._watch.stop()
+            self.log(status=exc.status, error=exc.code)
+            raise
+        self.ttfb = time.perf_counter() - self.started
+        return resp
+
+    async def read_all(self, resp: httpx.Response, limit: int = INSPECT_LIMIT) -> bytes | None:
+        """The whole body (for error bodies and chat JSON), or None if it is over `limit`.
+
+        When None is returned the bytes read so far are lost, so callers only use this on
+        responses they know to be small (declared length) or are willing to re-request.
+        """
+        assert self._watch is not None
+        parts: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in self.state.upstream.iter_body(resp):
+                parts.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    return None
+        except asyncio.CancelledError:
+            if not self._watch.absorb():
+                raise
+            await self._watch.stop()
+            raise ClientGone from None
+        except ProxyError as exc:
+            await self._watch.stop()
+            self.log(status=exc.status, error=exc.code)
+            raise
+        finally:
+            await resp.aclose()
+        return b"".join(parts)
+
+    # --- answering -----------------------------------------------------------------------------
+
+    def headers_for(self, resp: httpx.Response, *, keep_length: bool) -> list[tuple[str, str]]:
+        out = response_headers(resp)
+        if not any(k.lower() == "x-request-id" for k, _ in out):
+            out.append(("x-request-id", self.request_id))
+        out.extend(self.extra_headers)
+        if keep_length and "content-length" in resp.headers:
+            # Raw bytes are relayed unchanged (still encoded, if they were), so the length holds.
+            out.append(("content-length", resp.headers["content-length"]))
+        return out
+
+    async def answer_buffered(self, resp: httpx.Response, body: bytes) -> Response:
+        """Send a body read whole (usage already inspected by the caller)."""
+        assert self._watch is not None
+        await self._watch.stop()
+        headers = [(k, v) for k, v in self.headers_for(resp, keep_length=False)]
+        self.log(status=resp.status_code, bytes=len(body))
+        response = Response(content=body, status_code=resp.status_code)
+        response.raw_headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers
+        ] + [(b"content-length", str(len(body)).encode())]
+        return response
+
+    def relay(self, resp: httpx.Response, *, tap: UsageTap | None = None) -> Response:
+        """Stream the upstream response to the client as it arrives."""
+        assert self._watch is not None
+        event_stream = resp.headers.get("content-type", "").startswith("text/event-stream")
+        headers = self.headers_for(resp, keep_length=not event_stream)
+        if event_stream:
+            headers.append(("x-accel-buffering", "no"))
+        body = self.state.upstream.iter_body(resp)
+        if tap is not None and event_stream:
+            body = self._tapped(body, tap)
+
+        def done(outcome: RelayOutcome) -> None:
+            if tap is not None:
+                self.note_usage(tap.usage)
+            self.log(
+                status=resp.status_code,
+                bytes=outcome.bytes_sent,
+                error=outcome.error.code if outcome.error else None,
+                client_disconnected=outcome.client_disconnected or None,
+            )
+
+        return Relay(
+            status_code=resp.status_code,
+            headers=headers,
+            body=body,
+            close=resp.aclose,
+            event_stream=event_stream,
+            watch=self._watch,
+            on_done=done,
+        )
+
+    @staticmethod
+    async def _tapped(body: AsyncIterator[bytes], tap: UsageTap) -> AsyncIterator[bytes]:
+        async for chunk in body:
+            out = tap.feed(chunk)
+            if out:
+                yield out
+        rest = tap.close()
+        if rest:
+            yield rest
+
+    def note_usage(self, usage: dict[str, Any] | None) -> None:
+        self.usage = usage
+        n = prompt_tokens(usage)
+        if n is not None:
+            self.fields["upstream_prompt_tokens"] = n
+
+    def note_json_usage(self, body: bytes) -> None:
+        self.note_usage(json_usage(body))
+
+    # --- logging -------------------------------------------------------------------------------
+
+    def log(self, **more: object) -> None:
+        entry = {**self.fields, **{k: v for k, v in more.items() if v is not None}}
+        if self.ttfb is not None:
+            entry["ttfb_ms"] = round(self.ttfb * 1000, 2)
+        entry["duration_ms"] = round((time.perf_counter() - self.started) * 1000, 2)
+        log.info("request", extra={"fields": entry})
+
+
+def raw_path(request: Request) -> str:
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if raw else request.url.path
