@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
+import httpx
 import pytest
 
 from proxy.app import create_app
@@ -15,6 +17,11 @@ from tests.fakes.server import serve
 from tests.fakes.upstream import FakeUpstream
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# httpx's module-level helpers default to a 5 s timeout; on a loaded 2-core CI machine a real
+# loopback request can exceed that. Tests that care about time pass their own timeout.
+for _name in ("get", "post", "put", "patch", "delete", "request", "stream"):
+    setattr(httpx, _name, functools.partial(getattr(httpx, _name), timeout=30.0))
 CORPUS = Path(os.environ.get("SHRINK_CORPUS_DIR", ROOT.parent / "shared" / "corpus" / "dev"))
 
 
