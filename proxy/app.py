@@ -15,6 +15,7 @@ from proxy.errors import install_handlers
 from proxy.routes import router
 from proxy.settings import Settings
 from proxy.shrinker import Shrinker
+from proxy.summarizer import LRUSummaryCache, Summarizer
 from proxy.tokens import Tokenizers
 from proxy.upstream import Timeouts, Upstream
 
@@ -27,6 +28,7 @@ class AppState:
     upstream: Upstream
     tokenizers: Tokenizers
     shrinker: Shrinker
+    summarizer: Summarizer
 
 
 def build_tokenizers(settings: Settings) -> Tokenizers:
@@ -51,6 +53,20 @@ def build_upstream(
     )
 
 
+def build_summarizer(settings: Settings, client: httpx.AsyncClient) -> Summarizer:
+    key = settings.summary_api_key or (None if settings.summary_url else settings.upstream_api_key)
+    return Summarizer(
+        client,
+        settings.summary_url or settings.upstream_url,
+        model=settings.summary_model,
+        api_key=key.get_secret_value() if key else None,
+        timeout=settings.summary_timeout,
+        max_tokens=settings.summary_max_tokens,
+        cache=LRUSummaryCache(settings.summary_cache_size),
+        fingerprint=f"{settings.summary_model}|{settings.summary_max_tokens}",
+    )
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
@@ -61,15 +77,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Load the encodings now (a file read each), not on the first request.
         for name in ("cl100k_base", "o200k_base"):
             await anyio.to_thread.run_sync(tokenizers.for_encoding, name)
+        summarizer = build_summarizer(settings, upstream.client)
         app.state.shrink = AppState(
             settings=settings,
             upstream=upstream,
             tokenizers=tokenizers,
             shrinker=Shrinker(settings, tokenizers),
+            summarizer=summarizer,
         )
         try:
             yield
         finally:
+            await summarizer.aclose()
             await upstream.aclose()
 
     app = FastAPI(

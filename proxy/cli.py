@@ -60,7 +60,9 @@ def add_common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--upstream", dest="upstream_url", help="upstream base URL including /v1")
     p.add_argument("--context-window", type=int, help="context window in tokens (default 32768)")
-    p.add_argument("--mode", choices=["auto", "off", "tools", "trim"], help="default shrink mode")
+    p.add_argument(
+        "--mode", choices=["auto", "off", "tools", "trim", "compact"], help="default shrink mode"
+    )
     p.add_argument("--tool-max-tokens", type=int, help="compact tool results above this size")
     p.add_argument("--keep-last", type=int, help="never trim the last N messages")
     p.add_argument("--tokenizer", help="force a tiktoken encoding (cl100k_base, o200k_base)")
@@ -141,7 +143,7 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
     from proxy import wire
     from proxy.app import build_tokenizers
     from proxy.errors import ProxyError
-    from proxy.shrinker import Shrinker
+    from proxy.shrinker import Shrinker, parse_mode
 
     logging.basicConfig(level=logging.WARNING, format="shrink-proxy: %(message)s")
     try:
@@ -158,7 +160,9 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
         body["model"] = args.model
     if args.max_tokens:
         body["max_tokens"] = args.max_tokens
-    plan = Shrinker(settings, build_tokenizers(settings)).plan_sync(body, settings.mode)
+    plan = Shrinker(settings, build_tokenizers(settings)).plan_sync(
+        body, parse_mode(None, settings)
+    )
     out = wire.dump_with_messages(body, plan.messages) if plan.changed else raw
     sys.stdout.buffer.write(out.rstrip(b"\n") + b"\n")
     r = plan.report

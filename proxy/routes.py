@@ -9,7 +9,7 @@ import dataclasses
 import hmac
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
@@ -24,7 +24,9 @@ from proxy.errors import (
     UnsupportedMediaType,
 )
 from proxy.exchange import INSPECT_LIMIT, ClientGone, Exchange
-from proxy.pipeline import Report
+from proxy.pipeline import Plan, Report
+from proxy.pipeline.summary import apply_summary
+from proxy.pipeline.types import StageAction
 from proxy.shrinker import parse_mode
 from proxy.sse import UsageTap
 from proxy.upstream import new_request_id
@@ -112,8 +114,10 @@ async def chat_completions(request: Request) -> Response:
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     body = wire.parse_chat(raw)
-    mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings.mode)
+    mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings)
     plan = await state.shrinker.plan(body, len(raw), mode)
+    if mode == "compact" and plan.span and plan.marker_index is not None:
+        plan = await with_summary(plan, body, request, state)
     report = plan.report
     ex.fields.update(
         route="chat",
@@ -164,6 +168,48 @@ async def chat_completions(request: Request) -> Response:
     return ex.relay(resp, tap=tap)
 
 
+async def with_summary(plan: Plan, body: dict[str, Any], request: Request, state: AppState) -> Plan:
+    """Replace the trim marker with a summary of the dropped span, if one comes in time and fits."""
+    settings, report = state.settings, plan.report
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    outcome = await state.summarizer.summarize(
+        plan.span,
+        request_model=model,
+        # The client's own key may go to the upstream it was meant for, never to another host.
+        authorization=request.headers.get("authorization")
+        if settings.summary_url is None
+        else None,
+    )
+    report.notes.append(
+        f"summary: {outcome.source}" + (f" ({outcome.error})" if outcome.error else "")
+    )
+    if outcome.text is None:
+        report.count("summary_fallback")
+        return plan
+    counter = state.tokenizers.for_model(model)
+    i = plan.marker_index
+    assert i is not None
+    messages = apply_summary(plan.messages, i, outcome.text, settings.summary_role)
+    grown = counter.count_message(messages[i]) - counter.count_message(plan.messages[i])
+    if report.tokens_after + grown > report.budget:
+        report.notes.append("the summary did not fit; the trim marker was kept")
+        report.count("summary_fallback")
+        return plan
+    report.count("summary")
+    report.details.append(
+        StageAction(
+            "summary",
+            i,
+            f"summary of {len(plan.span)} messages ({outcome.source}, "
+            f"{outcome.facts_added} facts appended)",
+            0,
+            counter.count_message(messages[i]),
+        )
+    )
+    report.tokens_after += grown
+    return dataclasses.replace(plan, messages=messages)
+
+
 def inspectable(resp: httpx.Response) -> bool:
     """A complete JSON answer of known, modest size: read it whole to learn its usage."""
     length = resp.headers.get("content-length")
@@ -185,7 +231,7 @@ async def shrink_preview(request: Request) -> Response:
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     body = wire.parse_chat(raw)
-    mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings.mode)
+    mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings)
     plan = await state.shrinker.plan(body, len(raw), mode)
     return Response(
         orjson.dumps({"messages": plan.messages, "report": report_dict(plan.report)}),

@@ -86,11 +86,13 @@ class Settings(BaseSettings):
     )
 
     # --- shrinking -----------------------------------------------------------------------------
-    mode: Literal["auto", "off", "tools", "trim"] = Field(
+    mode: Literal["auto", "off", "tools", "trim", "compact"] = Field(
         "auto",
-        description="Default shrink mode: `auto` (compact tool results, trim history to fit), "
-        "`tools` (compact tool results only), `trim` (same as auto), `off` (pure pass-through). "
-        "Clients override per request with the `x-shrink-mode` header.",
+        description="Default shrink mode: `trim` (compact tool results, drop old history to "
+        "fit), `compact` (the same, but the dropped history is replaced by a summary), `tools` "
+        "(compact tool results only), `off` (pure pass-through); `auto` is `compact` when "
+        "`SHRINK_SUMMARY_URL` is set, else `trim`. Clients override it per request with the "
+        "`x-shrink-mode` header.",
     )
     context_window: int = Field(
         32768,
@@ -163,6 +165,36 @@ class Settings(BaseSettings):
         description="Role of the message that says how much history was omitted.",
     )
 
+    # --- summaries (compact mode) --------------------------------------------------------------
+    summary_url: str | None = Field(
+        None,
+        description="OpenAI-compatible base URL (with /v1) of the summarizer. Unset: the "
+        "upstream itself. Setting it makes `auto` mode summarize.",
+    )
+    summary_model: str | None = Field(
+        None, description="Model that writes summaries. Unset: the request's own model."
+    )
+    summary_api_key: SecretStr | None = Field(
+        None,
+        description="Key for the summarizer. Unset: the upstream key (or, with no summary URL, "
+        "the client's own Authorization).",
+    )
+    summary_timeout: float = Field(
+        20.0,
+        gt=0,
+        description="Longest a request waits for a summary; then it is trimmed instead and the "
+        "summary finishes in the background for later turns.",
+    )
+    summary_max_tokens: int = Field(
+        600, ge=64, le=8192, description="Length cap of a summary (tokens)."
+    )
+    summary_role: Literal["system", "user"] = Field(
+        "system", description="Role of the message that holds the summary."
+    )
+    summary_cache_size: int = Field(
+        1024, ge=0, description="Summaries kept in memory (by exact span), per worker."
+    )
+
     # --- logging -------------------------------------------------------------------------------
     log_level: str = Field("info", description="Log level: debug, info, warning, error.")
     log_format: Literal["auto", "json", "text"] = Field(
@@ -179,11 +211,13 @@ class Settings(BaseSettings):
     def _clamp_model_windows(cls, v: dict[str, int]) -> dict[str, int]:
         return {k: max(MIN_WINDOW, min(MAX_WINDOW, int(n))) for k, n in v.items()}
 
-    @field_validator("upstream_url")
+    @field_validator("upstream_url", "summary_url")
     @classmethod
-    def _check_url(cls, v: str) -> str:
+    def _check_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
         if not v.startswith(("http://", "https://")):
-            raise ValueError("upstream_url must start with http:// or https://")
+            raise ValueError("must start with http:// or https://")
         return v.rstrip("/")
 
     def window_for(self, model: str | None) -> int:

@@ -17,11 +17,12 @@ from proxy import wire
 from proxy.errors import InvalidRequest
 from proxy.pipeline import Plan, Policy, compute_budget, shrink
 from proxy.pipeline.compact import Compacted
+from proxy.pipeline.summary import summary_room
 from proxy.pipeline.types import Mode
 from proxy.settings import Settings
 from proxy.tokens import Tokenizers
 
-MODES: tuple[Mode, ...] = ("auto", "off", "tools", "trim")
+MODES: tuple[Mode, ...] = ("auto", "off", "tools", "trim", "compact")
 # Below this many body bytes the pipeline runs inline: a thread hop costs more than the work.
 THREAD_THRESHOLD = 256 * 1024
 
@@ -47,15 +48,18 @@ class CompactMemo(OrderedDict[tuple[bytes, int], Compacted | None]):
                 self.popitem(last=False)
 
 
-def parse_mode(header: str | None, default: Mode) -> Mode:
-    if header is None or header == "":
-        return default
-    mode = header.strip().lower()
+def parse_mode(header: str | None, settings: Settings) -> Mode:
+    """The request's mode: its `x-shrink-mode` header, else the configured default; never auto."""
+    mode = (header or "").strip().lower() or "auto"
     if mode not in MODES:
         raise InvalidRequest(
             f"x-shrink-mode must be one of {', '.join(MODES)}; got {header!r}.",
             param="x-shrink-mode",
         )
+    if mode == "auto":
+        if settings.mode != "auto":
+            return settings.mode
+        return "compact" if settings.summary_url else "trim"
     return mode  # type: ignore[return-value]
 
 
@@ -69,6 +73,7 @@ class Shrinker:
             trim_step=settings.trim_step,
             marker_role=settings.marker_role,
             mode=settings.mode,
+            summary_tokens=summary_room(settings.summary_max_tokens),
         )
         self.memo = CompactMemo(4096)
 

@@ -34,7 +34,7 @@ class Plan:
     messages: list[Message]
     report: Report
     changed: bool
-    # What stage 2 dropped (in order, without a carried user message) and where its marker sits
+    # What stage 2 cut away (in order; a carried user message included) and where its marker sits
     # in `messages`: the edge may replace that marker with a summary of the span (compact mode).
     span: list[Message] = field(default_factory=list)
     marker_index: int | None = None
@@ -179,9 +179,9 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     if result.dropped_messages and not result.shrunk:
         p = pinned_count(messages)
         ctx.marker_index = p
-        ctx.span = [
-            m for i, m in enumerate(messages[p : result.cut], p) if i != result.carried_user
-        ]
+        # The carried user message stays in the span: then a later, deeper cut's span extends
+        # this one, and its summary can be updated incrementally instead of redone.
+        ctx.span = messages[p : result.cut]
     if result.dropped_messages:
         report.count("trim", result.dropped_messages)
         report.details.append(

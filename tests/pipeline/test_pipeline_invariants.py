@@ -166,7 +166,13 @@ def test_compact_mode_exposes_the_dropped_span_and_leaves_summary_room():
     assert plan.changed and plan.marker_index == 1
     marker = plan.messages[1]
     assert marker["role"] == "system" and "omitted" in marker["content"]
-    # The span is exactly what was dropped, in order, and the kept part resumes right after it.
-    assert plan.span == msgs[1 : 1 + len(plan.span)]
-    assert plan.messages[2] == msgs[1 + len(plan.span)]
+    # The span is exactly what was cut away, in order; the kept part resumes right after it,
+    # behind the span's last user message when that had to be carried across the cut.
+    cut = 1 + len(plan.span)
+    assert plan.span == msgs[1:cut]
+    rest = plan.messages[2:]
+    if msgs[cut]["role"] != "user":
+        assert rest[0] is plan.span[-1] and rest[0]["role"] == "user"
+        rest = rest[1:]
+    assert rest == msgs[cut:]
     assert plan.report.tokens_after + 600 - COUNTER.count_message(marker) <= budget.prompt
