@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import httpx
 from fastapi import FastAPI
 
 from proxy import __version__
+from proxy.discovery import WindowDiscovery
 from proxy.errors import install_handlers
+from proxy.overflow import Calibration
 from proxy.routes import router
 from proxy.settings import Settings
 from proxy.shrinker import Shrinker
@@ -29,6 +31,8 @@ class AppState:
     tokenizers: Tokenizers
     shrinker: Shrinker
     summarizer: Summarizer
+    discovery: WindowDiscovery | None = None
+    calibration: Calibration = field(default_factory=Calibration)
 
 
 def build_tokenizers(settings: Settings) -> Tokenizers:
@@ -50,6 +54,23 @@ def build_upstream(
         ),
         max_connections=settings.max_connections,
         transport=transport,
+    )
+
+
+def build_discovery(settings: Settings, upstream: Upstream) -> WindowDiscovery | None:
+    if not settings.discover_window:
+        return None
+    key = upstream.api_key
+
+    def headers() -> list[tuple[str, str]]:
+        return [("authorization", f"Bearer {key}")] if key else []
+
+    return WindowDiscovery(
+        upstream.client,
+        settings.upstream_url,
+        ttl=settings.discovery_ttl,
+        timeout=settings.discovery_timeout,
+        headers=headers,
     )
 
 
@@ -78,16 +99,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         for name in ("cl100k_base", "o200k_base"):
             await anyio.to_thread.run_sync(tokenizers.for_encoding, name)
         summarizer = build_summarizer(settings, upstream.client)
+        discovery = build_discovery(settings, upstream)
         app.state.shrink = AppState(
             settings=settings,
             upstream=upstream,
             tokenizers=tokenizers,
             shrinker=Shrinker(settings, tokenizers),
             summarizer=summarizer,
+            discovery=discovery,
         )
         try:
             yield
         finally:
+            if discovery is not None:
+                await discovery.aclose()
             await summarizer.aclose()
             await upstream.aclose()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,8 @@ class Exchange:
     fields: dict[str, Any] = field(default_factory=dict)
     extra_headers: list[tuple[str, str]] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+    # Called with the usage once known (JSON body read, or stream ended): truncation check.
+    on_usage: Callable[[dict[str, Any] | None], None] | None = None
     ttfb: float | None = None
     _watch: DisconnectWatch | None = None
 
@@ -177,6 +179,8 @@ class Exchange:
         n = prompt_tokens(usage)
         if n is not None:
             self.fields["upstream_prompt_tokens"] = n
+        if self.on_usage is not None:
+            self.on_usage(usage)
 
     def note_json_usage(self, body: bytes) -> None:
         self.note_usage(json_usage(body))

@@ -30,6 +30,12 @@ from proxy.pipeline.types import StageAction
 from proxy.shrinker import parse_mode
 from proxy.sse import UsageTap
 from proxy.upstream import new_request_id
+from proxy.windows import (
+    check_truncation,
+    overflow_inspectable,
+    served_window,
+    shrink_to_stated_limit,
+)
 
 if TYPE_CHECKING:
     from proxy.app import AppState
@@ -115,7 +121,9 @@ async def chat_completions(request: Request) -> Response:
     raw = await read_body(request, state.settings.max_body_bytes)
     body = wire.parse_chat(raw)
     mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings)
-    plan = await state.shrinker.plan(body, len(raw), mode)
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    window = await served_window(state, model) if mode != "off" else None
+    plan = await state.shrinker.plan(body, len(raw), mode, window)
     if mode == "compact" and plan.span and plan.marker_index is not None:
         plan = await with_summary(plan, body, request, state)
     report = plan.report
@@ -151,8 +159,20 @@ async def chat_completions(request: Request) -> Response:
             body = wire.with_stream_usage(body)
             changed = True
     content = wire.dump_with_messages(body, messages) if changed else raw
+    if model is not None:
+        ex.on_usage = lambda usage: check_truncation(state, ex, model, report.tokens_after, usage)
     try:
         resp = await ex.open(content, body_changed=changed)
+        if mode != "off" and state.settings.overflow_retry and overflow_inspectable(resp):
+            error = await ex.read_all(resp)
+            assert error is not None  # overflow_inspectable checked the declared length
+            retry = await shrink_to_stated_limit(state, body, len(raw), mode, resp, error, report)
+            if retry is None:
+                return await ex.answer_buffered(resp, error)
+            ex.extra_headers = [*shrink_headers(retry.report), ("x-shrink-retried", "overflow")]
+            ex.fields.update(retried="overflow", tokens_after=retry.report.tokens_after)
+            report = retry.report
+            resp = await ex.open(wire.dump_with_messages(body, retry.messages), body_changed=True)
     except ClientGone:
         ex.log(status=499, client_disconnected=True)
         return Response(status_code=499)

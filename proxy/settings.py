@@ -104,6 +104,28 @@ class Settings(BaseSettings):
         description='Per-model windows as JSON, e.g. `{"qwen2.5-coder": 32768}`. A key matches '
         "the model name exactly, else as its longest prefix.",
     )
+    discover_window: bool = Field(
+        True,
+        description="Ask the backend for each model's served context window (vLLM and "
+        "OpenRouter `/v1/models`, llama.cpp `/props`, Ollama `/api/ps`, LM Studio "
+        "`/api/v0/models`) and use it instead of `SHRINK_CONTEXT_WINDOW`; a smaller "
+        "`SHRINK_MODEL_WINDOWS` entry still wins.",
+    )
+    discovery_ttl: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds a discovered window, or one learnt from an overflow error, is "
+        "trusted before the backend is asked again (failures are cached as long).",
+    )
+    discovery_timeout: float = Field(
+        2.0, gt=0, description="Seconds each window-discovery request may take."
+    )
+    overflow_retry: bool = Field(
+        True,
+        description="When the backend rejects a prompt as too long and states its limit, "
+        "shrink to that limit and retry once, before anything reaches the client (the answer "
+        "then carries `x-shrink-retried: overflow`).",
+    )
     tokenizer: str | None = Field(
         None,
         description="Force one tiktoken encoding (`cl100k_base`, `o200k_base`) for every model. "
@@ -221,14 +243,18 @@ class Settings(BaseSettings):
         return v.rstrip("/")
 
     def window_for(self, model: str | None) -> int:
-        """The configured window for a model: exact key, else the longest matching prefix."""
+        """The configured window for a model: its `model_windows` entry, else the default."""
+        return self.explicit_window_for(model) or self.context_window
+
+    def explicit_window_for(self, model: str | None) -> int | None:
+        """The `model_windows` entry for a model: exact key, else the longest matching prefix."""
         if model and self.model_windows:
             if model in self.model_windows:
                 return self.model_windows[model]
             best = max((k for k in self.model_windows if model.startswith(k)), key=len, default="")
             if best:
                 return self.model_windows[best]
-        return self.context_window
+        return None
 
 
 def settings_to_env(settings: Settings) -> dict[str, str]:

@@ -77,12 +77,13 @@ class Shrinker:
         )
         self.memo = CompactMemo(4096)
 
-    def plan_sync(self, body: dict[str, Any], mode: Mode) -> Plan:
+    def plan_sync(self, body: dict[str, Any], mode: Mode, window: int | None = None) -> Plan:
+        """`window`: the served window when known (discovered, or stated by an overflow error)."""
         s = self.settings
         model = body.get("model") if isinstance(body.get("model"), str) else None
         counter = self.tokenizers.for_model(model)
         budget = compute_budget(
-            s.window_for(model),
+            window or s.window_for(model),
             wire.requested_completion_tokens(body),
             default_reserve=s.completion_reserve,
             floor=s.min_prompt_budget,
@@ -98,7 +99,9 @@ class Shrinker:
             memo=self.memo,
         )
 
-    async def plan(self, body: dict[str, Any], raw_size: int, mode: Mode) -> Plan:
+    async def plan(
+        self, body: dict[str, Any], raw_size: int, mode: Mode, window: int | None = None
+    ) -> Plan:
         if raw_size < THREAD_THRESHOLD:
-            return self.plan_sync(body, mode)
-        return await anyio.to_thread.run_sync(self.plan_sync, body, mode)
+            return self.plan_sync(body, mode, window)
+        return await anyio.to_thread.run_sync(self.plan_sync, body, mode, window)

@@ -49,6 +49,9 @@ def start_proxy(upstream: FakeUpstream) -> Iterator[ProxyFactory]:
 
         def start(**overrides) -> str:
             overrides.setdefault("upstream_url", upstream.url + "/v1")  # type: ignore[attr-defined]
+            # Discovery probes (GETs) would show up in tests that assert what reached the
+            # upstream; tests/test_windows_http.py runs it against backend-like fakes.
+            overrides.setdefault("discover_window", False)
             settings = Settings(**overrides)
             return stack.enter_context(serve(create_app(settings)))
 

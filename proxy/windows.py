@@ -1,0 +1,91 @@
+"""The window a request is planned for, and recovery when the backend says it was wrong.
+
+Served windows come from discovery (or from an overflow error, which states the true limit),
+capped by a smaller configured one and scaled by the learnt ratio between the backend's counts
+and ours. An overflow answer before the first byte is parsed, remembered, and the request is
+re-planned to the stated limit and sent once more. A usage count far below what was sent is how
+a silently truncating backend (Ollama) shows itself.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from proxy.overflow import parse_overflow, retry_window, silent_truncation
+from proxy.pipeline import Plan, Report
+from proxy.pipeline.types import Mode
+from proxy.sse import prompt_tokens
+
+if TYPE_CHECKING:
+    from proxy.app import AppState
+    from proxy.exchange import Exchange
+
+OVERFLOW_BODY_LIMIT = 256 * 1024
+TRUNCATION_WARNING = ("x-shrink-warning", "upstream-truncated")
+
+
+async def served_window(state: AppState, model: str | None) -> int | None:
+    """The window to plan for; None means the configured default."""
+    if model is None:
+        return None
+    explicit = state.settings.explicit_window_for(model)
+    served = await state.discovery.window_for(model) if state.discovery else None
+    window = min(served, explicit) if served and explicit else served or explicit
+    return state.calibration.adjust_window(model, window) if window else None
+
+
+def overflow_inspectable(resp: httpx.Response) -> bool:
+    """An error answer small and plain enough to read whole and parse (then relay verbatim)."""
+    length = resp.headers.get("content-length")
+    return (
+        400 <= resp.status_code <= 599
+        and "content-encoding" not in resp.headers
+        and length is not None
+        and length.isdigit()
+        and int(length) <= OVERFLOW_BODY_LIMIT
+    )
+
+
+async def shrink_to_stated_limit(
+    state: AppState,
+    body: dict[str, Any],
+    raw_size: int,
+    mode: Mode,
+    resp: httpx.Response,
+    error: bytes,
+    sent: Report,
+) -> Plan | None:
+    """A plan that fits the limit the backend just stated, or None: relay its error as it is."""
+    overflow = parse_overflow(resp.status_code, error)
+    if overflow is None:
+        return None
+    model = body.get("model")
+    if isinstance(model, str):
+        if overflow.limit and state.discovery is not None:
+            state.discovery.remember(model, overflow.limit)
+        state.calibration.record(model, sent.tokens_after, overflow.prompt_tokens)
+    window = retry_window(overflow, sent.tokens_after)
+    if window is None:
+        return None
+    plan = await state.shrinker.plan(body, raw_size, mode, window)
+    if not plan.report.fits or plan.report.tokens_after >= sent.tokens_after:
+        return None  # nothing left to cut (or max_tokens alone is too large)
+    return plan
+
+
+def check_truncation(
+    state: AppState, ex: Exchange, model: str, estimated: int, usage: dict[str, Any] | None
+) -> None:
+    """Compare the backend's prompt count with ours; warn (header, log) when it cut the prompt."""
+    reported = prompt_tokens(usage)
+    ratio = state.calibration.ratio(model) or 1.0
+    if silent_truncation(round(estimated * ratio), reported):
+        ex.fields["upstream_truncated"] = True
+        ex.fields["upstream_prompt_tokens"] = reported
+        ex.extra_headers.append(TRUNCATION_WARNING)
+        if state.discovery is not None:
+            state.discovery.forget(model)  # ask again: the loaded runner now states its window
+        return
+    state.calibration.record(model, estimated, reported)

@@ -1,0 +1,98 @@
+"""Served windows over real HTTP: discovery, shrink-and-retry on overflow, silent truncation.
+
+Each backend flavour is a fake (tests/fakes/backends.py) with its real discovery endpoint and its
+exact overflow error body; the proxy runs under uvicorn in front of it.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from proxy.app import create_app
+from proxy.settings import Settings
+from tests.fakes.backends import FakeBackend
+from tests.fakes.server import serve
+
+WORDS = (
+    "the quick brown fox jumps over a lazy dog while seven wizards quietly hex bold judges "
+    "near old river banks"
+).split()
+
+
+def convo(turns: int) -> list[dict]:
+    msgs = [{"role": "system", "content": "You are a helpful agent."}]
+    for t in range(turns):
+        msgs.append(
+            {
+                "role": "user",
+                "content": f"question {t} "
+                + " ".join(WORDS[(t * 7 + i) % len(WORDS)] for i in range(120)),
+            }
+        )
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": f"answer {t} "
+                + " ".join(WORDS[(t * 3 + i * 5) % len(WORDS)] for i in range(120)),
+            }
+        )
+    msgs.append({"role": "user", "content": "final question?"})
+    return msgs
+
+
+def run(fake: FakeBackend, stream: bool = False, headers=None, **kw):
+    with serve(fake.app()) as up:
+        settings = Settings(upstream_url=up + fake.prefix, **kw)
+        with serve(create_app(settings)) as px:
+            body = {"model": fake.model, "messages": convo(40), "max_tokens": 256}
+            if stream:
+                body["stream"] = True
+            r = httpx.post(
+                px + "/v1/chat/completions", json=body, timeout=30, headers=headers or {}
+            )
+            return r, fake
+
+
+def test_discovered_window_prevents_overflow():
+    r, fake = run(FakeBackend("llamacpp", window=3000))
+    assert r.status_code == 200
+    assert fake.hits["/props"] == 1
+    assert int(r.headers["x-shrink-budget"]) < 3000
+
+
+def test_overflow_retry_non_stream():
+    r, fake = run(FakeBackend("llamacpp", window=3000), discover_window=False)
+    assert r.status_code == 200
+    assert r.headers["x-shrink-retried"] == "overflow"
+    assert fake.hits["/v1/chat/completions"] == 2
+    # The retry was planned for the limit the error stated, and says so.
+    assert int(r.headers["x-shrink-budget"]) < 3000
+    assert "trim:" in r.headers["x-shrink-actions"]
+
+
+def test_overflow_retry_stream():
+    for flavour in ("vllm", "omlx", "lmstudio", "openai", "openrouter"):
+        r, fake = run(FakeBackend(flavour, window=3000), stream=True, discover_window=False)
+        assert r.status_code == 200, flavour
+        assert r.headers["x-shrink-retried"] == "overflow"
+
+
+def test_unfixable_overflow_is_relayed_verbatim():
+    r, fake = run(
+        FakeBackend("vllm", window=600),
+        discover_window=False,
+        headers={"x-fake-prompt-tokens": "5000"},
+    )
+    assert r.status_code == 400
+    assert "maximum context length is 600" in r.text
+    assert fake.hits["/v1/chat/completions"] == 2
+    assert r.headers["x-shrink-retried"] == "overflow"
+
+
+def test_ollama_silent_truncation_warns():
+    fake = FakeBackend("ollama", window=1024, loaded=False)
+    r, fake = run(fake, discover_window=False)
+    assert r.headers.get("x-shrink-warning") == "upstream-truncated"
+    fake2 = FakeBackend("ollama", window=2048)
+    r, fake2 = run(fake2)
+    assert "x-shrink-warning" not in r.headers
