@@ -13,6 +13,12 @@ endif
 
 .PHONY: run test lint bench-smoke clean
 
+# The official openai Node SDK, for tests/test_node_sdk.py (skipped where npm is missing).
+NODE_SDK := tests/node/node_modules/.package-lock.json
+$(NODE_SDK): tests/node/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix tests/node --no-audit --no-fund; \
+	else echo "npm not found: the Node SDK tests will be skipped"; fi
+
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -26,7 +32,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+test: lint $(NODE_SDK)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

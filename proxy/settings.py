@@ -223,6 +223,12 @@ class Settings(BaseSettings):
         "auto", description="Log line format; `auto` is JSON unless stderr is a terminal."
     )
 
+    @field_validator("upstream_api_key", "proxy_api_key", "summary_api_key", mode="before")
+    @classmethod
+    def _empty_key_is_none(cls, v: object) -> object:
+        # `SHRINK_UPSTREAM_API_KEY=` in an env file means "no key", not "Bearer " with nothing.
+        return None if isinstance(v, str) and not v.strip() else v
+
     @field_validator("context_window")
     @classmethod
     def _clamp_window(cls, v: int) -> int:
