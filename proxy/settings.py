@@ -163,18 +163,25 @@ class Settings(BaseSettings):
     tool_max_tokens: int = Field(
         1024,
         ge=64,
-        description="Tool results above this many tokens are compacted to fit it "
-        "(content-aware: logs, JSON, text).",
+        description="Tool results above this many tokens (or a twentieth of the window, if "
+        "smaller) are compacted to fit it (content-aware: logs, JSON, text).",
     )
     keep_last: int = Field(
         4, ge=0, le=1000, description="The last N messages are never trimmed away."
     )
     trim_step: float = Field(
-        0.5,
+        0.75,
         gt=0,
         le=1,
         description="Cut points sit at multiples of this share of the budget in the running "
         "token sum: larger means rarer, deeper cuts and fewer prompt-cache misses.",
+    )
+    facts_tokens: int = Field(
+        400,
+        ge=0,
+        description="When history is trimmed, the marker lists the dropped messages' key lines "
+        "verbatim (errors, test outcomes, commands, paths, versions) in up to this many tokens "
+        "(at most a twentieth of the window). 0 turns the list off.",
     )
     stream_usage: bool = Field(
         True,

@@ -74,6 +74,7 @@ class Shrinker:
             marker_role=settings.marker_role,
             mode=settings.mode,
             summary_tokens=summary_room(settings.summary_max_tokens),
+            facts_tokens=settings.facts_tokens,
         )
         self.memo = CompactMemo(4096)
 

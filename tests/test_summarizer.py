@@ -291,4 +291,4 @@ def test_calls_in_flight_are_bounded(fake: FakeSummarizer) -> None:
     first, second = run(test)
     assert first.source == "timeout"
     assert second.source == "error" and second.error == "too many summaries in flight"
-    assert len(fake.requests) == 1
+    assert len(fake.requests) <= 1  # the second was never sent (the first may be cut by aclose)

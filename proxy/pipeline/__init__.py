@@ -18,6 +18,7 @@ from typing import Any
 
 from proxy.pipeline.budget import Budget, compute_budget
 from proxy.pipeline.compact import Compacted, compact_text
+from proxy.pipeline.facts import extract_facts
 from proxy.pipeline.trim import trim_history
 from proxy.pipeline.types import Counter, Message, Mode, Policy, Report, StageAction
 from proxy.pipeline.units import pinned_count
@@ -25,6 +26,7 @@ from proxy.pipeline.units import pinned_count
 __all__ = ["Budget", "Plan", "Policy", "Report", "compute_budget", "shrink"]
 
 REPLY_PRIMING = 3
+FACTS_INTRO = "Key lines from the omitted messages, verbatim:"
 TOOL_ROLES = ("tool", "function")
 CompactMemo = MutableMapping[tuple[bytes, int], Compacted | None]
 
@@ -74,14 +76,14 @@ def shrink(
     before = _total(messages, counter, fixed_tokens)
     report.tokens_before = report.tokens_after = before
     room = budget.prompt - fixed_tokens - REPLY_PRIMING
-    if mode == "compact":
-        # Leave room for the summary that will replace the dropped span's marker.
-        room -= policy.summary_tokens
+    # Leave room for what will stand in for the dropped span: its key facts under the marker,
+    # or in compact mode the summary that replaces the marker.
+    room -= max(policy.facts_tokens, policy.summary_tokens if mode == "compact" else 0)
     ctx = _Context(budget, counter, policy, fixed_tokens, memo, report, room)
     out = list(messages)
     for stage in STAGES[mode]:
         if stage is _trim and _total(out, counter, fixed_tokens) <= budget.prompt:
-            break
+            break  # fits after stage 1: no trim, and no facts to list for it
         out = stage(out, ctx)
     after = _total(out, counter, fixed_tokens)
     changed = any(a is not b for a, b in zip(out, messages, strict=False)) or len(out) != len(
@@ -106,7 +108,8 @@ def _total(messages: list[Message], counter: Counter, fixed: int) -> int:
 
 def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
     """Stage 1: compact each oversized tool result alone, whatever the budget or position."""
-    limit, counter, memo, report = ctx.policy.tool_max_tokens, ctx.counter, ctx.memo, ctx.report
+    policy, counter, memo, report = ctx.policy, ctx.counter, ctx.memo, ctx.report
+    limit = min(policy.tool_max_tokens, max(64, ctx.budget.window // policy.tool_window_share))
     out = messages
     for i, m in enumerate(messages):
         if m.get("role") not in TOOL_ROLES:
@@ -208,6 +211,30 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     return result.messages
 
 
+def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
+    """Under the trim marker, list the dropped span's key lines verbatim (deterministic, so the
+    marker is as stable as the cut; a summary later replaces marker and list together)."""
+    i, budget = ctx.marker_index, ctx.policy.facts_tokens
+    if i is None or not ctx.span or budget <= 0:
+        return messages
+    facts = extract_facts(ctx.span)
+    bullets: list[str] = []
+    used = ctx.counter.count_text(FACTS_INTRO)
+    for fact in facts:
+        cost = ctx.counter.count_text(fact) + 2
+        if used + cost > budget:
+            continue
+        bullets.append(f"- {fact}")
+        used += cost
+    if not bullets:
+        return messages
+    marker = messages[i]
+    out = list(messages)
+    out[i] = {**marker, "content": f"{marker['content']}\n{FACTS_INTRO}\n" + "\n".join(bullets)}
+    ctx.report.count("facts", len(bullets))
+    return out
+
+
 def _off(messages: list[Message], ctx: _Context) -> list[Message]:
     return messages
 
@@ -216,7 +243,7 @@ Stage = Callable[[list[Message], _Context], list[Message]]
 STAGES: dict[str, tuple[Stage, ...]] = {
     "off": (_off,),
     "tools": (_tools,),
-    "trim": (_tools, _trim),
-    "auto": (_tools, _trim),
-    "compact": (_tools, _trim),
+    "trim": (_tools, _trim, _facts),
+    "auto": (_tools, _trim, _facts),
+    "compact": (_tools, _trim, _facts),
 }

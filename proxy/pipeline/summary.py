@@ -48,7 +48,7 @@ FACTS_TITLE = "Facts kept verbatim:"
 _HEADER = re.compile(r"^\[shrink-proxy: summary of [\d,]+ earlier messages?\]\n")
 _MARKER = re.compile(
     r"^\[shrink-proxy: [\d,]+ earlier messages? \([\d,]+ tokens\) omitted to fit the context "
-    r"window\]$"
+    r"window\](?:$|\n)"  # stage 2 may have listed the span's key facts below the marker line
 )
 _THINK = re.compile(r"<think>.*?</think>|^\s*<think>.*", re.S)
 

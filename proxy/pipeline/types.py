@@ -33,14 +33,22 @@ class Policy:
     """How hard to shrink. Built once from Settings at the edge; never depends on a request."""
 
     tool_max_tokens: int = 1024
+    # A tool result may also take at most window / tool_window_share tokens: on small windows
+    # history then grows slowly enough that stage 2's cut rarely moves (bench/prefix.py: at 8k,
+    # cache-breaking turns 5.9% -> 1.6%). The window, not the budget, so a client varying
+    # max_tokens between turns does not change how results are cut.
+    tool_window_share: int = 20
     keep_last: int = 4
     # Candidate cut points sit where the running token sum of the history crosses multiples of
     # trim_step * budget: the larger the step, the rarer (and deeper) a cut that moves.
-    trim_step: float = 0.5
+    trim_step: float = 0.75
     marker_role: Literal["system", "user"] = "system"
     mode: Mode = "auto"
     # Room stage 2 leaves for the summary that replaces its marker in compact mode.
     summary_tokens: int = 0
+    # Room for the key facts of the dropped span (errors, outcomes, commands...) listed under the
+    # trim marker, so dropped history still leaves its essentials behind; 0 turns it off.
+    facts_tokens: int = 400
 
 
 @dataclass

@@ -176,3 +176,28 @@ def test_compact_mode_exposes_the_dropped_span_and_leaves_summary_room():
         rest = rest[1:]
     assert rest == msgs[cut:]
     assert plan.report.tokens_after + 600 - COUNTER.count_message(marker) <= budget.prompt
+
+
+def test_trim_marker_lists_the_dropped_spans_key_lines():
+    msgs = [{"role": "system", "content": "sys"}]
+    for t in range(30):
+        msgs.append({"role": "user", "content": f"run step {t} " + "please " * 60})
+        msgs.append({"role": "assistant", "content": f"ran {t} " + "done " * 60})
+    msgs[5]["content"] += "\nERROR: No matching distribution found for requests==2.99.0"
+    msgs.append({"role": "user", "content": "what failed?"})
+    budget = compute_budget(4096, 512, default_reserve=256, floor=128, margin_share=0.02)
+    policy = Policy(facts_tokens=200)
+    plan = shrink(msgs, budget=budget, counter=COUNTER, policy=policy)
+    marker = plan.messages[plan.marker_index]["content"]
+    assert (
+        "omitted" in marker
+        and "ERROR: No matching distribution found for requests==2.99.0" in marker
+    )
+    assert plan.report.actions["facts"] >= 1
+    assert COUNTER.count_text(marker.split("\n", 1)[1]) <= 200
+    assert plan.report.fits
+    # Deterministic, and a second pass changes nothing.
+    assert shrink(msgs, budget=budget, counter=COUNTER, policy=policy).messages == plan.messages
+    assert not shrink(plan.messages, budget=budget, counter=COUNTER, policy=policy).changed
+    off = shrink(msgs, budget=budget, counter=COUNTER, policy=Policy(facts_tokens=0))
+    assert "\n" not in off.messages[off.marker_index]["content"]
