@@ -9,6 +9,7 @@ usage chunk itself. A client that leaves at any point drops the upstream request
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -67,17 +68,8 @@ class Exchange:
         )
         if self._watch is None:
             self._watch = DisconnectWatch(request.receive)
-        try:
+        async with self._guard():
             resp = await upstream.open(request.method, url, headers, content or None)
-        except asyncio.CancelledError:
-            if not self._watch.absorb():
-                raise
-            await self._watch.stop()
-            raise ClientGone from None
-        except ProxyError as exc:
-            await self._watch.stop()
-            self.log(status=exc.status, error=exc.code)
-            raise
         self.ttfb = time.perf_counter() - self.started
         return resp
 
@@ -91,11 +83,23 @@ class Exchange:
         parts: list[bytes] = []
         size = 0
         try:
-            async for chunk in self.state.upstream.iter_body(resp):
-                parts.append(chunk)
-                size += len(chunk)
-                if size > limit:
-                    return None
+            async with self._guard():
+                async for chunk in self.state.upstream.iter_body(resp):
+                    parts.append(chunk)
+                    size += len(chunk)
+                    if size > limit:
+                        return None
+        finally:
+            await resp.aclose()
+        return b"".join(parts)
+
+    @contextlib.asynccontextmanager
+    async def _guard(self) -> AsyncIterator[None]:
+        """Before the response starts: a client that left becomes ClientGone, and an upstream
+        failure is logged once and raised for the handlers to answer (502/504)."""
+        assert self._watch is not None
+        try:
+            yield
         except asyncio.CancelledError:
             if not self._watch.absorb():
                 raise
@@ -105,9 +109,6 @@ class Exchange:
             await self._watch.stop()
             self.log(status=exc.status, error=exc.code)
             raise
-        finally:
-            await resp.aclose()
-        return b"".join(parts)
 
     # --- answering -----------------------------------------------------------------------------
 

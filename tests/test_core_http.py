@@ -221,7 +221,8 @@ def test_upstream_timeout_is_504(start_proxy, upstream):
     t0 = time.monotonic()
     r = httpx.post(url + "/v1/chat/completions", json=CHAT, headers={"x-fake-hang": "1"})
     assert_openai_error(r, 504, "upstream_timeout")
-    assert time.monotonic() - t0 < 3
+    # The configured 0.3 s applied, not the 600 s default (loose: CI machines are loaded).
+    assert time.monotonic() - t0 < 20
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 429, 500, 503])
