@@ -9,12 +9,15 @@ from dataclasses import dataclass, field
 import anyio
 import httpx
 from fastapi import FastAPI
+from starlette.types import Scope
 
 from proxy import __version__
+from proxy.dashboard import build_router
 from proxy.discovery import WindowDiscovery
 from proxy.errors import install_handlers
+from proxy.metrics import InFlight, Metrics
 from proxy.overflow import Calibration
-from proxy.routes import router
+from proxy.routes import authorize, router, state_of
 from proxy.settings import Settings
 from proxy.shrinker import Shrinker
 from proxy.summarizer import LRUSummaryCache, Summarizer
@@ -31,6 +34,7 @@ class AppState:
     tokenizers: Tokenizers
     shrinker: Shrinker
     summarizer: Summarizer
+    metrics: Metrics = field(default_factory=Metrics)
     discovery: WindowDiscovery | None = None
     calibration: Calibration = field(default_factory=Calibration)
 
@@ -107,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             shrinker=Shrinker(settings, tokenizers),
             summarizer=summarizer,
             discovery=discovery,
+            metrics=build_metrics(settings, tokenizers, discovery),
         )
         try:
             yield
@@ -125,8 +130,33 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_url=None,
     )
     install_handlers(app)
+    app.add_middleware(InFlight, get_metrics=metrics_of_scope)
+    app.include_router(
+        build_router(
+            lambda request: state_of(request).metrics,
+            check_auth=lambda request: authorize(request, state_of(request)),
+        )
+    )
     app.include_router(router)
     return app
+
+
+def build_metrics(
+    settings: Settings, tokenizers: Tokenizers, discovery: WindowDiscovery | None
+) -> Metrics:
+    metrics = Metrics()
+    metrics.watch_cache("token_counts", tokenizers.cache_info)
+    for model, window in settings.model_windows.items():
+        metrics.set_window(model, window)
+    if discovery is not None:
+        metrics.watch_windows(discovery.snapshot)
+    return metrics
+
+
+def metrics_of_scope(scope: Scope) -> Metrics | None:
+    """The app's Metrics for the in-flight middleware (None until the lifespan has run)."""
+    state = getattr(scope["app"].state, "shrink", None)
+    return state.metrics if state is not None else None
 
 
 def create_worker_app() -> FastAPI:

@@ -49,6 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
     shrink.add_argument("--max-tokens", type=int, help="completion reserve for this request")
     shrink.add_argument("--json-report", action="store_true", help="report as JSON on stderr")
 
+    st = sub.add_parser(
+        "stats",
+        help="print what a running proxy saved",
+        description="Fetch /stats from a running proxy and print totals, savings by model and "
+        "by stage, and the last requests.",
+    )
+    st.add_argument(
+        "--url",
+        default="http://127.0.0.1:8080",
+        help="the proxy's address (a client's base_url ending in /v1 works too)",
+    )
+    st.add_argument("--key", help="the proxy's inbound key (SHRINK_PROXY_API_KEY), if one is set")
+
     table = sub.add_parser("settings-table", help="print the settings table (markdown)")
     table.add_argument("--update", metavar="README", help="rewrite the table inside this file")
     return parser
@@ -101,6 +114,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "stats":
+        from proxy.stats import main_stats
+
+        return main_stats(args.url, args.key)
     if args.command == "settings-table":
         return update_table(args.update) if args.update else print(settings_table()) or 0
     try:

@@ -21,6 +21,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from proxy.errors import ProxyError
+from proxy.pipeline import Report
 from proxy.relay import DisconnectWatch, Relay, RelayOutcome
 from proxy.sse import UsageTap, json_usage, prompt_tokens
 from proxy.upstream import request_headers, response_headers
@@ -50,6 +51,7 @@ class Exchange:
     # Called with the usage once known (JSON body read, or stream ended): truncation check.
     on_usage: Callable[[dict[str, Any] | None], None] | None = None
     ttfb: float | None = None
+    report: Report | None = None  # for metrics: what the pipeline did
     _watch: DisconnectWatch | None = None
 
     # --- opening -------------------------------------------------------------------------------
@@ -107,7 +109,7 @@ class Exchange:
             raise ClientGone from None
         except ProxyError as exc:
             await self._watch.stop()
-            self.log(status=exc.status, error=exc.code)
+            self.log(status=exc.status, error=exc.code, upstream_error=exc.code)
             raise
 
     # --- answering -----------------------------------------------------------------------------
@@ -127,7 +129,11 @@ class Exchange:
         assert self._watch is not None
         await self._watch.stop()
         headers = [(k, v) for k, v in self.headers_for(resp, keep_length=False)]
-        self.log(status=resp.status_code, bytes=len(body))
+        self.log(
+            status=resp.status_code,
+            bytes=len(body),
+            upstream_error=str(resp.status_code) if resp.status_code >= 400 else None,
+        )
         response = Response(content=body, status_code=resp.status_code)
         response.raw_headers = [
             (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers
@@ -148,10 +154,13 @@ class Exchange:
         def done(outcome: RelayOutcome) -> None:
             if tap is not None:
                 self.note_usage(tap.usage)
+            error = outcome.error.code if outcome.error else None
             self.log(
                 status=resp.status_code,
                 bytes=outcome.bytes_sent,
-                error=outcome.error.code if outcome.error else None,
+                error=error,
+                upstream_error=error
+                or (str(resp.status_code) if resp.status_code >= 400 else None),
                 client_disconnected=outcome.client_disconnected or None,
             )
 
@@ -192,8 +201,37 @@ class Exchange:
         entry = {**self.fields, **{k: v for k, v in more.items() if v is not None}}
         if self.ttfb is not None:
             entry["ttfb_ms"] = round(self.ttfb * 1000, 2)
-        entry["duration_ms"] = round((time.perf_counter() - self.started) * 1000, 2)
+        duration = time.perf_counter() - self.started
+        entry["duration_ms"] = round(duration * 1000, 2)
         log.info("request", extra={"fields": entry})
+        self.observe(entry, duration)
+
+    def observe(self, entry: dict[str, Any], duration: float) -> None:
+        """The same facts as the log line, for /metrics and the dashboard."""
+
+        def text(key: str) -> str | None:
+            value = entry.get(key)
+            return value if isinstance(value, str) else None
+
+        shrink_ms = entry.get("shrink_ms")
+        upstream_tokens = entry.get("upstream_prompt_tokens")
+        self.state.metrics.observe_request(
+            text("route") or "other",
+            status=int(entry["status"]),
+            duration_s=duration,
+            model=entry.get("model"),
+            ttfb_s=self.ttfb,
+            shrink_s=shrink_ms / 1000 if isinstance(shrink_ms, int | float) else None,
+            report=self.report,
+            # Tokens count as sent (and saved) only once the upstream has answered.
+            sent=self.ttfb is not None,
+            request_id=self.request_id,
+            mode=text("mode"),
+            error=text("error"),
+            upstream_error=text("upstream_error"),
+            client_disconnected=bool(entry.get("client_disconnected")),
+            upstream_prompt_tokens=upstream_tokens if isinstance(upstream_tokens, int) else None,
+        )
 
 
 def raw_path(request: Request) -> str:

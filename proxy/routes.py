@@ -127,6 +127,7 @@ async def chat_completions(request: Request) -> Response:
     if mode == "compact" and plan.span and plan.marker_index is not None:
         plan = await with_summary(plan, body, request, state)
     report = plan.report
+    ex.report = report
     ex.fields.update(
         route="chat",
         request_id=ex.request_id,
@@ -171,7 +172,7 @@ async def chat_completions(request: Request) -> Response:
                 return await ex.answer_buffered(resp, error)
             ex.extra_headers = [*shrink_headers(retry.report), ("x-shrink-retried", "overflow")]
             ex.fields.update(retried="overflow", tokens_after=retry.report.tokens_after)
-            report = retry.report
+            report = ex.report = retry.report
             resp = await ex.open(wire.dump_with_messages(body, retry.messages), body_changed=True)
     except ClientGone:
         ex.log(status=499, client_disconnected=True)
@@ -200,6 +201,7 @@ async def with_summary(plan: Plan, body: dict[str, Any], request: Request, state
         if settings.summary_url is None
         else None,
     )
+    state.metrics.observe_summary(outcome.source, outcome.latency)
     report.notes.append(
         f"summary: {outcome.source}" + (f" ({outcome.error})" if outcome.error else "")
     )

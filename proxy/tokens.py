@@ -391,6 +391,11 @@ class Tokenizers:
         self._estimate: TokenCounter | None = None
         self._lock = threading.Lock()
 
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses and entries of every loaded counter's cache, summed (for metrics)."""
+        infos = [c.cache_info() for c in list(self._counters.values())]
+        return CacheInfo(*(sum(i[k] for i in infos) for k in range(3)))
+
     def for_model(self, model: str | None) -> TokenCounter:
         """The counter for `model` (the override wins); loads its encoding on first use."""
         return self.for_encoding(self._override or encoding_for_model(model))

@@ -20,6 +20,7 @@ NODE_DIR = ROOT / "tests" / "node"
 NODE = shutil.which("node")
 
 pytestmark = [
+    pytest.mark.node,
     pytest.mark.skipif(NODE is None, reason="node is not installed"),
     pytest.mark.skipif(
         not (NODE_DIR / "node_modules" / "openai").is_dir(),

@@ -1,0 +1,182 @@
+"""In-memory usage history for the dashboard: recent requests, a per-minute series, totals.
+
+Prometheus keeps counters for scrapers; people looking at /dashboard or `shrink-proxy stats` want
+"what did it save, lately, and on which requests", which needs a little history. Everything here
+is bounded (a ring of recent requests, a day of one-minute buckets, per-model and per-stage totals
+whose keys are already bounded by the caller) and holds no message content, ever: only ids,
+model names, token counts, actions, statuses, durations and timestamps.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ID_MAX_CHARS = 64
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One finished request as the dashboard shows it. `saved` is 0 when nothing was sent."""
+
+    ts: float
+    request_id: str | None
+    route: str
+    model: str
+    mode: str | None
+    status: int
+    tokens_before: int | None
+    tokens_after: int | None
+    saved: int
+    upstream_tokens: int | None  # the upstream's own prompt count, from its usage report
+    actions: dict[str, int]
+    duration_ms: float
+    ttfb_ms: float | None
+    error: str | None
+    client_disconnected: bool
+
+
+@dataclass
+class Tally:
+    """Token totals of a group of requests (all of them, one model)."""
+
+    requests: int = 0
+    shrunk: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+    def add(self, before: int, after: int) -> None:
+        self.requests += 1
+        self.shrunk += after < before
+        self.tokens_before += before
+        self.tokens_after += after
+
+    def as_dict(self) -> dict[str, Any]:
+        saved = self.tokens_before - self.tokens_after
+        return {
+            **asdict(self),
+            "tokens_saved": saved,
+            "saved_pct": round(100 * saved / self.tokens_before, 2) if self.tokens_before else 0.0,
+        }
+
+
+@dataclass
+class StageTally:
+    actions: int = 0
+    requests: int = 0
+    tokens_saved: int = 0
+
+
+@dataclass
+class Usage:
+    """The dashboard's memory. Thread-safe; callers pass already-bounded model/stage names."""
+
+    recent_size: int = 200
+    series_minutes: int = 24 * 60
+    requests: int = 0
+    errors: int = 0
+    client_disconnects: int = 0
+    tokens: Tally = field(default_factory=Tally)
+    by_model: dict[str, Tally] = field(default_factory=dict)
+    by_stage: dict[str, StageTally] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.recent: deque[RequestRecord] = deque(maxlen=self.recent_size)
+        # [minute start (epoch s), tokens before, tokens after, requests]; minutes without
+        # traffic have no bucket, so the deque can span more than a day: `series` prunes by time.
+        self.minutes: deque[list[int]] = deque(maxlen=self.series_minutes)
+        self.lock = threading.Lock()
+
+    def record(
+        self,
+        rec: RequestRecord,
+        *,
+        counted: bool,
+        stage_saved: dict[str, int],
+    ) -> None:
+        """Add one request; `counted` requests (their prompt reached the upstream) add tokens."""
+        with self.lock:
+            self.recent.append(rec)
+            self.requests += 1
+            # 499 (the client left) is counted apart: nothing went wrong on our side.
+            self.errors += rec.status >= 400 and rec.status != 499
+            self.client_disconnects += rec.client_disconnected
+            if not counted or rec.tokens_before is None or rec.tokens_after is None:
+                return
+            before, after = rec.tokens_before, rec.tokens_after
+            self.tokens.add(before, after)
+            self.by_model.setdefault(rec.model, Tally()).add(before, after)
+            for stage, n in rec.actions.items():
+                tally = self.by_stage.setdefault(stage, StageTally())
+                tally.actions += n
+                tally.requests += 1
+                tally.tokens_saved += stage_saved.get(stage, 0)
+            minute = int(rec.ts // 60) * 60
+            if self.minutes and self.minutes[-1][0] == minute:
+                bucket = self.minutes[-1]
+                bucket[1] += before
+                bucket[2] += after
+                bucket[3] += 1
+            else:
+                self.minutes.append([minute, before, after, 1])
+
+    def snapshot(self, now: float, recent: int, minutes: int) -> dict[str, Any]:
+        """A JSON-ready copy: totals, per-model and per-stage tallies, series, recent requests."""
+        horizon = int(now // 60) * 60 - 60 * (max(minutes, 1) - 1)
+        with self.lock:
+            totals = {
+                **self.tokens.as_dict(),
+                "requests": self.requests,
+                "counted_requests": self.tokens.requests,
+                "errors": self.errors,
+                "client_disconnects": self.client_disconnects,
+            }
+            models = [{"model": m, **t.as_dict()} for m, t in self.by_model.items()]
+            stages = [{"stage": s, **asdict(t)} for s, t in self.by_stage.items()]
+            points = [[ts, b, a, b - a, n] for ts, b, a, n in self.minutes if ts >= horizon]
+            rows = list(self.recent)[-recent:] if recent > 0 else []
+        models.sort(key=lambda m: (-m["tokens_saved"], m["model"]))
+        stages.sort(key=lambda s: (-s["tokens_saved"], s["stage"]))
+        return {
+            "totals": totals,
+            "by_model": models,
+            "by_stage": stages,
+            "series": {
+                "bucket_s": 60,
+                "fields": ["ts", "tokens_before", "tokens_after", "tokens_saved", "requests"],
+                "points": points,
+            },
+            "recent": [asdict(r) for r in reversed(rows)],
+            "latency": latency_summary(rows),
+        }
+
+
+def latency_summary(rows: list[RequestRecord]) -> dict[str, float | None]:
+    """Median and 95th percentile of total duration and upstream TTFB over the recent ring."""
+    durations = sorted(r.duration_ms for r in rows)
+    ttfbs = sorted(r.ttfb_ms for r in rows if r.ttfb_ms is not None)
+    return {
+        "duration_p50_ms": percentile(durations, 0.5),
+        "duration_p95_ms": percentile(durations, 0.95),
+        "ttfb_p50_ms": percentile(ttfbs, 0.5),
+        "ttfb_p95_ms": percentile(ttfbs, 0.95),
+    }
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile; None for no data."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(len(sorted_values) * q))
+    return sorted_values[rank - 1]
+
+
+def short_id(value: object) -> str | None:
+    """Request ids come from clients (`x-request-id`): keep them short and printable."""
+    if not isinstance(value, str) or not value:
+        return None
+    clean = "".join(c for c in value[:ID_MAX_CHARS] if c.isprintable())
+    return clean or None

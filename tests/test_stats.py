@@ -1,0 +1,101 @@
+"""`shrink-proxy stats` against a real server: the summary, the key, and the failures."""
+
+from __future__ import annotations
+
+import io
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from proxy.metrics import Metrics
+from proxy.stats import base_url, main_stats
+from tests.fakes.server import serve
+from tests.traffic import KEY, MODELS, OffsetClock, build_app, record_traffic, require_key
+
+
+@pytest.fixture
+def clock() -> OffsetClock:
+    return OffsetClock()
+
+
+@pytest.fixture
+def metrics(clock: OffsetClock) -> Metrics:
+    return Metrics(clock=clock, process_metrics=False)
+
+
+@pytest.fixture
+def url(metrics: Metrics) -> Iterator[str]:
+    with serve(build_app(metrics)) as base:
+        yield base
+
+
+def run(url: str, key: str | None = None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main_stats(url, key, out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_prints_totals_models_stages_and_the_last_ten_requests(url, metrics, clock):
+    saved = record_traffic(metrics, clock, 15)
+    code, out, err = run(url + "/v1/")  # a client's base_url works as well
+    assert code == 0 and err == ""
+    assert f"tokens saved  {saved:,} of " in out
+    assert "requests      15 (" in out
+    lines = out.splitlines()
+    for model in MODELS:
+        assert any(line.lstrip().startswith(model) for line in lines), model
+    assert "by stage" in out and any(line.lstrip().startswith("tools ") for line in lines)
+    recent = lines[lines.index("last 10 requests") + 2 :]
+    assert len(recent) == 10
+    assert all(len(line) <= 120 for line in lines), max(lines, key=len)
+    print(out)  # the figure a human reads (pytest -s)
+
+
+def test_empty_proxy(url):
+    code, out, _ = run(url)
+    assert code == 0
+    assert "tokens saved  0 of 0 (0.0%)" in out and "no requests yet" in out
+
+
+def test_hostile_names_cannot_reach_the_terminal(url, metrics):
+    metrics.observe_request("chat", status=200, duration_s=0.1, model="evil\x1b]0;pwned\x07model")
+    code, out, _ = run(url)
+    assert code == 0 and "\x1b" not in out and "\x07" not in out and "evil]0;pwnedmodel" in out
+
+
+def test_key_is_sent_as_bearer(metrics):
+    with serve(build_app(metrics, require_key)) as locked:
+        code, out, err = run(locked)
+        assert code == 1 and out == "" and "pass --key" in err
+        code, _, err = run(locked, "wrong")
+        assert code == 1 and "refused" in err
+        code, out, _ = run(locked, KEY)
+        assert code == 0 and "tokens saved" in out
+
+
+def test_unreachable_proxy_fails_cleanly():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    code, out, err = run(f"http://127.0.0.1:{port}")
+    assert code == 1 and out == "" and "cannot reach" in err
+
+
+def test_not_a_stats_document(url):
+    code, _, err = run(url + "/nothing-here")
+    assert code == 1 and "404" in err
+
+
+@pytest.mark.parametrize(
+    ("given", "base"),
+    [
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://127.0.0.1:8080/v1/", "http://127.0.0.1:8080"),
+        ("127.0.0.1:8080/dashboard", "http://127.0.0.1:8080"),
+        ("https://proxy.example/shrink/stats", "https://proxy.example/shrink"),
+    ],
+)
+def test_base_url(given, base):
+    assert base_url(given) == base
