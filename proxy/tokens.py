@@ -291,7 +291,7 @@ class TokenCounter:
 
     def _content(self, content: Any) -> int:
         if isinstance(content, str):
-            return self._len(content)
+            return self.count_text(content)  # shared with stage 1, which counts the same text
         if not isinstance(content, list):
             return self._len(_as_text(content))
         n = 0

@@ -16,6 +16,8 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from proxy.pipeline.budget import Budget, compute_budget
 from proxy.pipeline.compact import Compacted, compact_text
 from proxy.pipeline.facts import extract_facts
@@ -28,7 +30,8 @@ __all__ = ["Budget", "Plan", "Policy", "Report", "compute_budget", "shrink"]
 REPLY_PRIMING = 3
 FACTS_INTRO = "Key lines from the omitted messages, verbatim:"
 TOOL_ROLES = ("tool", "function")
-CompactMemo = MutableMapping[tuple[bytes, int], Compacted | None]
+# Stage-1 results by (text digest, limit), and the dropped span's facts by (span digest, -1).
+CompactMemo = MutableMapping[tuple[bytes, int], Any]
 
 
 @dataclass
@@ -217,7 +220,7 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
     i, budget = ctx.marker_index, ctx.policy.facts_tokens
     if i is None or not ctx.span or budget <= 0:
         return messages
-    facts = extract_facts(ctx.span)
+    facts = _span_facts(ctx.span, ctx.memo)
     bullets: list[str] = []
     used = ctx.counter.count_text(FACTS_INTRO)
     for fact in facts:
@@ -233,6 +236,22 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
     out[i] = {**marker, "content": f"{marker['content']}\n{FACTS_INTRO}\n" + "\n".join(bullets)}
     ctx.report.count("facts", len(bullets))
     return out
+
+
+def _span_facts(span: list[Message], memo: CompactMemo | None) -> list[str]:
+    """extract_facts, memoized by the span's content: the sticky cut resends the same span."""
+    if memo is None:
+        return extract_facts(span)
+    digest = hashlib.blake2b(
+        orjson.dumps(span, option=orjson.OPT_NON_STR_KEYS, default=repr), digest_size=16
+    ).digest()
+    key = (digest, -1)  # -1: no stage-1 limit is negative, so facts never collide with those
+    try:
+        return memo[key]  # type: ignore[return-value]
+    except KeyError:
+        facts = extract_facts(span)
+        memo[key] = facts  # type: ignore[assignment]
+        return facts
 
 
 def _off(messages: list[Message], ctx: _Context) -> list[Message]:

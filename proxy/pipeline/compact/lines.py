@@ -10,6 +10,7 @@ and a single marker. Everything depends only on the text, the budget and the cou
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -160,10 +161,23 @@ def _render(work: _Lines, keep: Sequence[bool]) -> tuple[str, int]:
     return "\n".join(out), omitted
 
 
+def line_costs(text: str, lines: list[str], count: Count) -> list[int]:
+    """Each line's token cost (newline included), estimated from the whole text's count.
+
+    Encoding every line again would cost as much as encoding the text a second time; the whole
+    text is already counted (and cached) by the caller, so each line gets its share by bytes.
+    Selection works on these estimates and the final output is counted exactly: an estimate
+    that was too low only costs another, tighter selection round.
+    """
+    sizes = [len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines]
+    ratio = count(text) / max(1, sum(sizes))
+    return [max(1, math.ceil(size * ratio)) for size in sizes]
+
+
 def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
     """Fit `text` into `budget` tokens at line granularity; None if even that cannot fit."""
     lines = [last_redraw(line) for line in text.split("\n")]
-    original = [count(line) + 1 for line in lines]
+    original = line_costs(text, lines, count)
     scores = score_lines(lines)
     dup, run = find_runs(lines)
     plain = _is_plain(text, lines, scores, run)
