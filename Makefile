@@ -35,5 +35,9 @@ lint: $(BIN)/.installed
 test: lint $(NODE_SDK)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# ~2 minutes: proxy vs a floor pass-through vs direct; fails on any error or CPU/request > 2.5x floor.
+bench-smoke: $(BIN)/.installed
+	$(BIN)/python -m bench.overhead --profile smoke
+
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -63,6 +63,7 @@ class Entry:
     window: int | None
     expires: float
     remembered: bool = False
+    probed: float = 0.0  # when the backend was last asked (clock time)
 
 
 def _window(value: Any) -> int | None:
@@ -189,10 +190,15 @@ class WindowDiscovery:
         log.info("learnt the context window of %s from an overflow error: %d", model, window)
 
     def forget(self, model: str) -> None:
-        """Drop what was discovered for `model` (not a remembered limit): probe on next use."""
+        """Drop what was discovered for `model` (not a remembered limit): probe on next use.
+
+        At most once per `recheck` seconds per model: a backend whose usage counts always look
+        low (another tokenizer, cached-prompt accounting) must not cause a probe per request.
+        """
         entry = self._cache.get(model)
         if entry is not None and not entry.remembered:
-            del self._cache[model]
+            if self.clock() - entry.probed >= self.recheck:
+                del self._cache[model]
 
     def snapshot(self) -> dict[str, int]:
         """Known windows by model, for metrics and the dashboard."""
@@ -224,7 +230,7 @@ class WindowDiscovery:
         if found.window is None and not found.provisional:
             self._log_once(model, "no endpoint states it")
         life = self.recheck if found.provisional else self.ttl
-        self._store(model, Entry(found.window, now + life))
+        self._store(model, Entry(found.window, now + life, probed=now))
         if found.window is not None and (current is None or current.window != found.window):
             log.info("discovered the context window of %s: %d", model, found.window)
         return found.window

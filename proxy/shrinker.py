@@ -23,8 +23,10 @@ from proxy.settings import Settings
 from proxy.tokens import Tokenizers
 
 MODES: tuple[Mode, ...] = ("auto", "off", "tools", "trim", "compact")
-# Below this many body bytes the pipeline runs inline: a thread hop costs more than the work.
-THREAD_THRESHOLD = 256 * 1024
+# Below this many body bytes the pipeline runs inline: a thread hop (tens of microseconds) costs
+# more than the work. Above it a cold request can take tens of milliseconds (bench/overhead: a
+# 164 KB body, ~50 ms), which inline would stall every other connection.
+THREAD_THRESHOLD = 32 * 1024
 
 
 class CompactMemo(OrderedDict[tuple[bytes, int], Compacted | None]):

@@ -295,17 +295,22 @@ def test_snapshot_and_bounded_cache(start: Start) -> None:
 
 def test_forget_drops_discovered_but_not_remembered_windows(start: Start) -> None:
     fake, base = start("vllm", window=8192)
+    clock = Clock()
 
     async def body(d: WindowDiscovery) -> list[int | None]:
         out = [await d.window_for(MODEL)]
+        d.forget(MODEL)  # right after a probe: ignored (no probe storm per request)
+        out.append(await d.window_for(MODEL))
+        clock.now += 16  # past `recheck`
         d.forget(MODEL)
         out.append(await d.window_for(MODEL))  # probed again
         d.remember(MODEL, 4096)
+        clock.now += 16
         d.forget(MODEL)
         out.append(await d.window_for(MODEL))  # the stated limit stays
         return out
 
-    assert run_with(base, body) == [8192, 8192, 4096]
+    assert run_with(base, body, clock=clock, ttl=300, recheck=15) == [8192, 8192, 8192, 4096]
     assert fake.hits["/v1/models"] == 2
 
 

@@ -70,6 +70,7 @@ def shrink(
 ) -> Plan:
     """Shrink `messages` so that they plus `fixed_tokens` (tool definitions) fit `budget.prompt`."""
     mode = mode or policy.mode
+    counter = _CallCounter(counter)
     report = Report(budget=budget.prompt, window=budget.window, estimate=not counter.exact)
     if budget.clamped:
         report.notes.append(
@@ -103,6 +104,29 @@ def shrink(
     if not changed:
         return Plan(messages=messages, report=report, changed=False)
     return Plan(out, report, True, span=ctx.span, marker_index=ctx.marker_index)
+
+
+class _CallCounter:
+    """The caller's counter, plus a memo by message identity for the length of one call.
+
+    The counter's own cache is keyed by a hash of each message's serialisation; the pipeline
+    totals the same messages several times per call, and hashing a 150k-token conversation
+    again each time is what a warm request would otherwise spend its time on.
+    """
+
+    def __init__(self, inner: Counter):
+        self.inner = inner
+        self.exact = inner.exact
+        self.count_text = inner.count_text
+        self._seen: dict[int, tuple[Message, int]] = {}
+
+    def count_message(self, message: Message) -> int:
+        hit = self._seen.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        n = self.inner.count_message(message)
+        self._seen[id(message)] = (message, n)  # holding the message keeps its id unique
+        return n
 
 
 def _total(messages: list[Message], counter: Counter, fixed: int) -> int:

@@ -1,0 +1,165 @@
+"""Figures from raw rounds, and the table printed on stdout.
+
+Latency samples are pooled over a target's rounds; "added" is the target's percentile minus the
+direct (upstream-only) percentile of the same scenario. CPU per request is the sum of the server's
+CPU over its rounds divided by the requests it served, so 10 ms clock ticks average out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def percentile(xs: list[float], q: float) -> float:
+    """Nearest-rank percentile; NaN for no samples."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = min(len(s) - 1, max(0, round(q / 100 * len(s) + 0.5) - 1))
+    return s[k]
+
+
+@dataclass
+class Rounds:
+    """Everything measured for one target in one scenario, summed over its rounds."""
+
+    target: str
+    server: str
+    n: int = 0
+    elapsed: float = 0.0
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+    lat: list[float] = field(default_factory=list)
+    ttfb: list[float] = field(default_factory=list)
+    chunks: int = 0
+    events: int = 0
+    cpu: float = 0.0
+    upstream_cpu: float = 0.0
+    per_round: list[dict[str, Any]] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def add(self, result: dict[str, Any], cpu: float, upstream_cpu: float) -> None:
+        self.n += result["n"]
+        self.elapsed += result["elapsed"]
+        self.errors += result["errors"]
+        self.error_samples.extend(result["error_samples"][: 5 - len(self.error_samples)])
+        self.lat.extend(result["lat"])
+        self.ttfb.extend(result["ttfb"])
+        self.chunks += result["chunks"]
+        self.events += result["events"]
+        self.cpu += cpu
+        self.upstream_cpu += upstream_cpu
+        self.headers = self.headers or result["headers"]
+        self.per_round.append(
+            {
+                "n": result["n"],
+                "elapsed": round(result["elapsed"], 4),
+                "rps": round(result["n"] / result["elapsed"], 1) if result["elapsed"] else 0,
+                "p50_ms": round(percentile(result["lat"], 50) * 1000, 3),
+                "cpu_s": round(cpu, 3),
+                "upstream_cpu_s": round(upstream_cpu, 3),
+                "errors": result["errors"],
+            }
+        )
+
+    @property
+    def rps(self) -> float:
+        return self.n / self.elapsed if self.elapsed else 0.0
+
+    def p(self, q: float) -> float:
+        return percentile(self.lat, q)
+
+    def ttfb_p(self, q: float) -> float:
+        return percentile(self.ttfb, q)
+
+    @property
+    def cpu_per_req(self) -> float:
+        return self.cpu / self.n if self.n else float("nan")
+
+    @property
+    def chunks_per_resp(self) -> float:
+        return self.chunks / self.n if self.n else float("nan")
+
+    def summary(self, direct: Rounds | None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "target": self.target,
+            "server": self.server,
+            "requests": self.n,
+            "errors": self.errors,
+            "error_samples": self.error_samples,
+            "rps": self.rps,
+            "p50_ms": self.p(50) * 1000,
+            "p99_ms": self.p(99) * 1000,
+            "ttfb_p50_ms": self.ttfb_p(50) * 1000,
+            "ttfb_p99_ms": self.ttfb_p(99) * 1000,
+            "cpu_per_req_us": self.cpu_per_req * 1e6,
+            "upstream_cpu_per_req_us": self.upstream_cpu / self.n * 1e6 if self.n else None,
+            "chunks_per_resp": self.chunks_per_resp,
+            "events_per_resp": self.events / self.n if self.n else None,
+            "headers": self.headers,
+            "rounds": self.per_round,
+        }
+        if self.events:
+            out["cpu_per_chunk_us"] = self.cpu_per_req / self.chunks_per_resp * 1e6
+        if direct is not None:
+            out["added_p50_ms"] = (self.p(50) - direct.p(50)) * 1000
+            out["added_p99_ms"] = (self.p(99) - direct.p(99)) * 1000
+            out["added_ttfb_p50_ms"] = (self.ttfb_p(50) - direct.ttfb_p(50)) * 1000
+        return out
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0 or a != a or b != b:
+        return None
+    return a / b
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    if x is None or x != x:
+        return "-"
+    return f"{x:.{digits}f}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"x{x:.2f}"
+
+
+HEADER = (
+    f"{'target':<16}{'req/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'+p50 ms':>9}{'+p99 ms':>9}"
+    f"{'ttfb50':>8}{'CPU/req us':>11}{'chunks':>7}{'CPU/chunk us':>13}{'err':>5}"
+)
+
+
+def scenario_table(title: str, rows: list[dict[str, Any]], sse: bool) -> list[str]:
+    lines = [title, HEADER, "-" * len(HEADER)]
+    for r in rows:
+        lines.append(
+            f"{r['target']:<16}{fmt(r['rps'], 0):>8}{fmt(r['p50_ms']):>9}{fmt(r['p99_ms']):>9}"
+            f"{fmt(r.get('added_p50_ms')):>9}{fmt(r.get('added_p99_ms')):>9}"
+            f"{fmt(r['ttfb_p50_ms']):>8}{fmt(r['cpu_per_req_us'], 0):>11}"
+            f"{fmt(r['chunks_per_resp'], 1) if sse else '':>7}"
+            f"{fmt(r.get('cpu_per_chunk_us'), 1) if sse else '':>13}{r['errors']:>5}"
+        )
+    return lines
+
+
+def versus(rows: list[dict[str, Any]], name: str, base: str) -> dict[str, float | None] | None:
+    """Ratios of one target to another (e.g. proxy/floor) on the figures that matter."""
+    by = {r["target"]: r for r in rows}
+    if name not in by or base not in by:
+        return None
+    a, b = by[name], by[base]
+    return {
+        "added_p50": ratio(a.get("added_p50_ms"), b.get("added_p50_ms")),
+        "added_p99": ratio(a.get("added_p99_ms"), b.get("added_p99_ms")),
+        "cpu_per_req": ratio(a["cpu_per_req_us"], b["cpu_per_req_us"]),
+        "rps": ratio(a["rps"], b["rps"]),
+    }
+
+
+def versus_line(label: str, v: dict[str, float | None]) -> str:
+    return (
+        f"  {label}: +p50 {fmt_ratio(v['added_p50'])}, +p99 {fmt_ratio(v['added_p99'])}, "
+        f"CPU/req {fmt_ratio(v['cpu_per_req'])}, req/s {fmt_ratio(v['rps'])}"
+    )
