@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from proxy import __version__
 from proxy.settings import Settings, load_settings, settings_table, settings_to_env
+from proxy.upstream import loggable_url
 
 log = logging.getLogger("proxy")
 
@@ -227,7 +228,7 @@ def serve(settings: Settings) -> int:
         __version__,
         settings.host,
         settings.port,
-        settings.upstream_url,
+        loggable_url(settings.upstream_url),
     )
     if is_public(settings.host):
         if settings.proxy_api_key is None:

@@ -37,13 +37,17 @@ from typing import Any
 import httpx
 import orjson
 
+from proxy.upstream import loggable_url
+
 log = logging.getLogger(__name__)
 
 Headers = Callable[[], list[tuple[str, str]]]
 # Windows outside this range are junk (a 0, a -1 "unlimited", a byte count) and are ignored.
 MIN_WINDOW = 256
 MAX_WINDOW = 100_000_000
-MAX_PROBE_BYTES = 16 * 1024 * 1024  # OpenRouter's full model list is a few MB.
+# OpenRouter's full model list, the largest real answer, is well under a megabyte; a probe that
+# reads more is talking to something that is not a model list (a stream, a file), so it stops.
+MAX_PROBE_BYTES = 4 * 1024 * 1024
 
 
 class ProbeFailed(Exception):
@@ -262,7 +266,8 @@ class WindowDiscovery:
                 async with self.client.stream(
                     "GET", url, headers=headers, timeout=httpx.Timeout(self.timeout)
                 ) as resp:
-                    if resp.status_code != 200:
+                    ctype = resp.headers.get("content-type", "json")
+                    if resp.status_code != 200 or "json" not in ctype.lower():
                         return None
                     body = bytearray()
                     async for chunk in resp.aiter_bytes():
@@ -285,7 +290,7 @@ class WindowDiscovery:
         log.info(
             "context window of %s not discovered from %s: %s; using the configured window",
             model,
-            self.base,
+            loggable_url(self.base),
             why,
         )
 

@@ -111,6 +111,9 @@ class Exchange:
             await self._watch.stop()
             self.log(status=exc.status, error=exc.code, upstream_error=exc.code)
             raise
+        except BaseException:
+            await self._watch.stop()  # unforeseen: the handlers answer 500; stop watching first
+            raise
 
     # --- answering -----------------------------------------------------------------------------
 
@@ -176,13 +179,16 @@ class Exchange:
 
     @staticmethod
     async def _tapped(body: AsyncIterator[bytes], tap: UsageTap) -> AsyncIterator[bytes]:
-        async for chunk in body:
-            out = tap.feed(chunk)
-            if out:
-                yield out
-        rest = tap.close()
-        if rest:
-            yield rest
+        try:
+            async for chunk in body:
+                out = tap.feed(chunk)
+                if out:
+                    yield out
+            rest = tap.close()
+            if rest:
+                yield rest
+        finally:
+            await body.aclose()  # type: ignore[attr-defined]  # an async generator
 
     def note_usage(self, usage: dict[str, Any] | None) -> None:
         self.usage = usage

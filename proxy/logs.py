@@ -49,8 +49,10 @@ def configure(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # uvicorn's access log would duplicate our per-request line (and print paths with queries).
+    # uvicorn's access log would duplicate our per-request line (and print paths with queries);
+    # httpx's INFO line prints every upstream URL with its query string (keys, at times).
     logging.getLogger("uvicorn.access").disabled = True
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True

@@ -4,7 +4,10 @@ Starlette's StreamingResponse (ASGI spec 2.4) notices a client that went away on
 `send` fails, so a silent upstream would be held open for minutes. `Relay` watches `receive()` for
 `http.disconnect` and cancels the copy at once; the upstream response is closed in `finally`.
 After headers are sent, an upstream failure becomes an in-band SSE error frame (for event streams)
-or an early end of the body (for anything else): nothing else can be said at that point.
+or an aborted connection (for anything else: a body that ends cleanly would pass for complete).
+Event streams are relayed whole events at a time (a partial event is held until its blank line,
+which is the earliest a client could use it anyway), so that the error frame never lands in the
+middle of an event where no client could parse it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from proxy.errors import ProxyError, sse_error_frame
+from proxy.sse import EventFramer
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +96,11 @@ class Relay(Response):
         self._on_done = on_done
         self.background = None
 
+    @staticmethod
+    async def _send_body(send: Send, chunk: bytes, outcome: RelayOutcome) -> None:
+        outcome.bytes_sent += len(chunk)
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         outcome = RelayOutcome()
         watch = self._watch
@@ -103,22 +112,29 @@ class Relay(Response):
                     "headers": self.raw_headers,
                 }
             )
+            framer = EventFramer()
             try:
                 async for chunk in self.body_iterator:
                     outcome.chunks += 1
-                    outcome.bytes_sent += len(chunk)
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    if self._event_stream:
+                        chunk = framer.feed(chunk)
+                        if not chunk:
+                            continue
+                    await self._send_body(send, chunk, outcome)
+                if rest := framer.flush():
+                    # The upstream's own last bytes, framed or not: relayed as they are.
+                    await self._send_body(send, rest, outcome)
             except ProxyError as exc:
                 outcome.error = exc
                 log.warning("upstream failed mid-response: %s", exc.message)
-                if self._event_stream:
-                    await send(
-                        {
-                            "type": "http.response.body",
-                            "body": sse_error_frame(exc),
-                            "more_body": True,
-                        }
-                    )
+                if not self._event_stream:
+                    # Returning without the final frame makes the server drop the connection,
+                    # so the client sees a truncated response instead of a short "complete" one.
+                    return
+                # A held partial event is dropped; one already passed on (over the size cap)
+                # is closed first so that the error is an event of its own.
+                frame = (b"\n\n" if framer.in_event else b"") + sse_error_frame(exc)
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if not watch.absorb():
@@ -128,6 +144,10 @@ class Relay(Response):
             outcome.client_disconnected = True
         finally:
             await watch.stop()
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                # Release the upstream generator now, not whenever the garbage collector runs.
+                await aclose()
             await self._close()
             if self._on_done is not None:
                 result = self._on_done(outcome)

@@ -39,6 +39,7 @@ from proxy.windows import (
 
 if TYPE_CHECKING:
     from proxy.app import AppState
+    from proxy.settings import Settings
 
 log = logging.getLogger("proxy.request")
 router = APIRouter()
@@ -170,6 +171,8 @@ async def chat_completions(request: Request) -> Response:
             retry = await shrink_to_stated_limit(state, body, len(raw), mode, resp, error, report)
             if retry is None:
                 return await ex.answer_buffered(resp, error)
+            if mode == "compact" and retry.span and retry.marker_index is not None:
+                retry = await with_summary(retry, body, request, state)
             ex.extra_headers = [*shrink_headers(retry.report), ("x-shrink-retried", "overflow")]
             ex.fields.update(retried="overflow", tokens_after=retry.report.tokens_after)
             report = ex.report = retry.report
@@ -200,6 +203,7 @@ async def with_summary(plan: Plan, body: dict[str, Any], request: Request, state
         authorization=request.headers.get("authorization")
         if settings.summary_url is None
         else None,
+        max_input_tokens=None if settings.summary_url else own_summary_input(settings, report),
     )
     state.metrics.observe_summary(outcome.source, outcome.latency)
     report.notes.append(
@@ -230,6 +234,13 @@ async def with_summary(plan: Plan, body: dict[str, Any], request: Request, state
     )
     report.tokens_after += grown
     return dataclasses.replace(plan, messages=messages)
+
+
+def own_summary_input(settings: Settings, report: Report) -> int:
+    """Transcript cap (chars/4 tokens) when the upstream model summarizes: its own window, less
+    the summary, with room for its tokenizer counting up to ~1.5x ours (SmolLM2 on llama.cpp:
+    1.32x on dev-05)."""
+    return max(256, int((report.window - settings.summary_max_tokens) * 0.6))
 
 
 def inspectable(resp: httpx.Response) -> bool:

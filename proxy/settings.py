@@ -82,7 +82,10 @@ class Settings(BaseSettings):
         description="Largest request body accepted; larger ones get 413.",
     )
     max_connections: int = Field(
-        512, ge=1, description="Upper bound on concurrent upstream connections."
+        1024,
+        ge=1,
+        description="Upper bound on concurrent upstream connections (so on concurrent streams, "
+        "with window discovery and summaries sharing the pool).",
     )
 
     # --- shrinking -----------------------------------------------------------------------------

@@ -12,38 +12,57 @@ from typing import Any
 
 import orjson
 
-_TERMINATORS = (b"\n\n", b"\r\n\r\n", b"\r\r")
+_EVENT_ENDS = (b"\n\n", b"\r\n\r\n", b"\r\r")
+# A partial event longer than this is passed on unframed: a hostile or broken upstream that
+# never sends a blank line must not make the proxy buffer without bound.
+MAX_PARTIAL_EVENT = 1 << 18  # 256 KB
 
 
-def _next_boundary(buf: bytes, start: int) -> int:
-    """End offset (exclusive) of the first complete event at or after `start`, or -1."""
-    best = -1
-    for t in _TERMINATORS:
-        i = buf.find(t, start)
-        if i != -1 and (best == -1 or i + len(t) < best):
-            best = i + len(t)
-    return best
+class EventFramer:
+    """Cuts a byte stream after its last complete SSE event, holding back only the tail.
 
-
-class EventSplitter:
-    """Cuts a byte stream into complete SSE events, holding back only an unfinished tail."""
+    Linear in the bytes fed: only the new bytes (and the 3 before them, for a terminator split
+    across two chunks) are searched, and the held tail is never re-copied per chunk.
+    """
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._tail = bytearray()
+        self.in_event = False  # the bytes given out so far stop inside an event
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        buf = self._buf + chunk if self._buf else chunk
-        events = []
-        start = 0
-        while (end := _next_boundary(buf, start)) != -1:
-            events.append(buf[start:end])
-            start = end
-        self._buf = buf[start:]
-        return events
+    def feed(self, chunk: bytes) -> bytes:
+        start = max(0, len(self._tail) - 3)
+        self._tail += chunk
+        cut = max(
+            (i + len(end) for end in _EVENT_ENDS if (i := self._tail.rfind(end, start)) != -1),
+            default=0,
+        )
+        if cut == 0 and len(self._tail) > MAX_PARTIAL_EVENT:
+            cut = len(self._tail)
+        if cut == 0:
+            return b""
+        out = bytes(self._tail[:cut])
+        del self._tail[:cut]
+        self.in_event = not out.endswith(_EVENT_ENDS)
+        return out
 
     def flush(self) -> bytes:
-        rest, self._buf = self._buf, b""
-        return rest
+        out, self._tail = bytes(self._tail), bytearray()
+        return out
+
+
+def split_events(block: bytes) -> list[bytes]:
+    """The events of a block of whole events (as EventFramer gives them), each with its end."""
+    events = []
+    start = 0
+    while start < len(block):
+        ends = [(i, len(t)) for t in _EVENT_ENDS if (i := block.find(t, start)) != -1]
+        if not ends:
+            events.append(block[start:])
+            break
+        i, n = min(ends)
+        events.append(block[start : i + n])
+        start = i + n
+    return events
 
 
 def event_json(event: bytes) -> Any:
@@ -67,16 +86,14 @@ class UsageTap:
     def __init__(self, *, strip: bool):
         self.strip = strip
         self.usage: dict[str, Any] | None = None
-        self._split = EventSplitter()
+        self._framer = EventFramer()
 
     def feed(self, chunk: bytes) -> bytes:
-        events = self._split.feed(chunk)
-        if not events:
-            return b""
-        if not any(b'"usage"' in e for e in events):
-            return b"".join(events)
+        block = self._framer.feed(chunk)
+        if b'"usage"' not in block:
+            return block  # the common case: whole events, passed on without a look inside
         out = []
-        for e in events:
+        for e in split_events(block):
             if b'"usage"' in e:
                 obj = event_json(e)
                 if isinstance(obj, dict) and isinstance(obj.get("usage"), dict):
@@ -87,7 +104,7 @@ class UsageTap:
         return b"".join(out)
 
     def close(self) -> bytes:
-        return self._split.flush()
+        return self._framer.flush()
 
 
 def json_usage(body: bytes) -> dict[str, Any] | None:

@@ -161,11 +161,14 @@ class Summarizer:
         *,
         request_model: str | None,
         authorization: str | None = None,
+        max_input_tokens: int | None = None,
     ) -> SummaryOutcome:
         """The text to insert in place of `span`, within `timeout` seconds; never raises.
 
         `authorization` (the client's header value) is sent when no api_key is configured, so
-        a summarizer that is the client's own upstream accepts the call.
+        a summarizer that is the client's own upstream accepts the call. `max_input_tokens`
+        caps this call's transcript (estimated) below the configured cap, e.g. to fit a
+        summarizer that is the upstream model with its small window.
         """
         start = time.monotonic()
 
@@ -195,7 +198,8 @@ class Summarizer:
         if task is None:
             if len(self._pending) >= self.max_pending:
                 return outcome(_Done(None, "error", error="too many summaries in flight"))
-            task = asyncio.create_task(self._produce(key, span, model, authorization))
+            limit = min(max_input_tokens or self.max_input_tokens, self.max_input_tokens)
+            task = asyncio.create_task(self._produce(key, span, model, authorization, limit))
             self._pending[key] = task
             task.add_done_callback(lambda t: self._forget(key, t))
         remaining = max(self.timeout - (time.monotonic() - start), 0.0)
@@ -214,10 +218,10 @@ class Summarizer:
             del self._pending[key]
 
     async def _produce(
-        self, key: str, span: list[Message], model: str, authorization: str | None
+        self, key: str, span: list[Message], model: str, authorization: str | None, limit: int
     ) -> _Done:
         try:
-            return await self._call(key, span, model, authorization)
+            return await self._call(key, span, model, authorization, limit)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a summary is optional: no failure may reach the request
@@ -225,13 +229,14 @@ class Summarizer:
             return _Done(None, "error", error=f"{type(exc).__name__}: {exc}")
 
     async def _call(
-        self, key: str, span: list[Message], model: str, authorization: str | None
+        self, key: str, span: list[Message], model: str, authorization: str | None, limit: int
     ) -> _Done:
         previous, covered = self._previous(span, model)
+        args = (span, model, previous, covered, limit)
         if _size(span) > THREAD_THRESHOLD:
-            facts, body = await asyncio.to_thread(self._prepare, span, model, previous, covered)
+            facts, body = await asyncio.to_thread(self._prepare, *args)
         else:
-            facts, body = self._prepare(span, model, previous, covered)
+            facts, body = self._prepare(*args)
         headers = {"content-type": "application/json", "accept": "application/json"}
         auth = f"Bearer {self.api_key}" if self.api_key else authorization
         if auth:
@@ -274,7 +279,7 @@ class Summarizer:
         return _Done(text, "model", len(lost), incremental=previous is not None)
 
     def _prepare(
-        self, span: list[Message], model: str, previous: str | None, covered: int
+        self, span: list[Message], model: str, previous: str | None, covered: int, limit: int
     ) -> tuple[list[str], dict[str, Any]]:
         facts = extract_facts(span)
         body = summary_request(
@@ -282,7 +287,7 @@ class Summarizer:
             model=model,
             previous=previous,
             max_tokens=self.max_tokens,
-            max_input_tokens=self.max_input_tokens,
+            max_input_tokens=limit,
         )
         return facts, body
 

@@ -8,10 +8,12 @@ can point the proxy at another host or outside the base path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
-from urllib.parse import unquote
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -91,7 +93,31 @@ def request_headers(
 
 
 def response_headers(upstream: httpx.Response) -> list[tuple[str, str]]:
-    return _strip_hop_by_hop(upstream.headers.multi_items(), RESPONSE_DROP)
+    """The upstream's end-to-end headers, decoded as latin-1 so that any byte round-trips.
+
+    httpx decodes values as UTF-8 when it can; such a value (`€`) cannot be re-encoded for the
+    client as latin-1, so the raw bytes are used instead.
+    """
+    raw = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.headers.raw]
+    return _strip_hop_by_hop(raw, RESPONSE_DROP)
+
+
+def _header_bytes(value: str) -> bytes:
+    """Header values reach us decoded as latin-1 (Starlette); encode back to the same bytes."""
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:  # only from our own values, e.g. a configured key
+        return value.encode("utf-8")
+
+
+def loggable_url(url: str) -> str:
+    """The URL as it may be logged: no `user:password@`, no query (keys live there at times)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def new_request_id() -> str:
@@ -124,7 +150,10 @@ class Targets:
         else:
             raise NotFound(f"Invalid URL ({raw_path})")
         raw = path.encode("ascii") + (b"?" + query if query else b"")
-        return self.base.copy_with(raw_path=raw)
+        try:
+            return self.base.copy_with(raw_path=raw)
+        except httpx.InvalidURL:  # e.g. over httpx's 64 kB limit for a URL component
+            raise InvalidRequest("The request path or query is too long or malformed.") from None
 
 
 def check_path(raw_path: str) -> None:
@@ -186,7 +215,17 @@ class Upstream:
         content: bytes | None,
     ) -> httpx.Response:
         """Send a request and return once the response headers are in (the body is unread)."""
-        request = self.client.build_request(method, url, headers=headers, content=content)
+        # httpx would encode str values as ASCII and fail on a client's non-ASCII header bytes.
+        raw_headers = [(_header_bytes(k), _header_bytes(v)) for k, v in headers]
+        request = self.client.build_request(method, url, headers=raw_headers, content=content)
+        try:
+            return await self._send(request)
+        except BaseException:
+            # Cancelled (client gone, first-byte timeout) or failed: see `_orphans`.
+            await _close_all(self._orphans())
+            raise
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
         try:
             async with asyncio.timeout(self.timeouts.first_byte):
                 return await self.client.send(request, stream=True)
@@ -201,27 +240,63 @@ class Upstream:
         except OSError as exc:
             raise UpstreamUnavailable(f"The upstream is unreachable: {exc}") from None
 
+    def _orphans(self) -> list[Any]:
+        """Take out of the pool the connections that no request owns and nobody can reuse.
+
+        httpcore 1.0.9 leaves one behind when a request is cancelled between opening the TCP
+        connection and sending on it (encode/httpcore#1093, #986): it is neither idle nor
+        closed, so the pool never reaps it, and it holds a socket and one of `max_connections`
+        slots for the life of the process. Under client aborts (a few per thousand) that ends in
+        every request waiting for a slot. The check reads private pool state; if httpcore
+        changes shape it finds nothing, and tests/test_faults_process.py notices.
+        """
+        pool = getattr(getattr(self.client, "_transport", None), "_pool", None)
+        connections = getattr(pool, "_connections", None)
+        requests = getattr(pool, "_requests", None)
+        if not isinstance(connections, list) or not isinstance(requests, list):
+            return []
+        owned = {id(r.connection) for r in requests if getattr(r, "connection", None)}
+        orphans = [
+            c for c in connections if id(c) not in owned and not c.is_idle() and not c.is_closed()
+        ]
+        for c in orphans:
+            connections.remove(c)
+        return orphans
+
     async def iter_body(self, response: httpx.Response) -> AsyncIterator[bytes]:
         """Raw upstream bytes as they arrive; idle gaps longer than the idle timeout raise."""
-        chunks = response.aiter_raw().__aiter__()
+        chunks = response.aiter_raw()
         idle = self.timeouts.idle
-        while True:
-            try:
-                async with asyncio.timeout(idle):
-                    chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                return
-            except TimeoutError:
-                raise UpstreamTimeout(
-                    f"The upstream sent nothing for {idle:g}s in the middle of its response."
-                ) from None
-            except httpx.TimeoutException as exc:
-                raise UpstreamTimeout(f"Upstream read timed out: {_describe(exc)}") from None
-            except httpx.HTTPError as exc:
-                raise UpstreamUnavailable(
-                    f"The upstream connection failed mid-response: {_describe(exc)}"
-                ) from None
-            yield chunk
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(idle):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise UpstreamTimeout(
+                        f"The upstream sent nothing for {idle:g}s in the middle of its response."
+                    ) from None
+                except httpx.TimeoutException as exc:
+                    raise UpstreamTimeout(f"Upstream read timed out: {_describe(exc)}") from None
+                except httpx.HTTPError as exc:
+                    raise UpstreamUnavailable(
+                        f"The upstream connection failed mid-response: {_describe(exc)}"
+                    ) from None
+                yield chunk
+        finally:
+            # A relay cut short (client gone) leaves httpx's generator suspended; close it now.
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+async def _close_all(connections: list[Any]) -> None:
+    for c in connections:
+        with contextlib.suppress(Exception):
+            # Shielded: this runs while a cancellation is on its way out.
+            await asyncio.shield(c.aclose())
 
 
 def _describe(exc: Exception) -> str:

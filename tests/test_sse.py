@@ -6,7 +6,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.sse import EventSplitter, UsageTap, event_json, json_usage, prompt_tokens
+from proxy.sse import EventFramer, UsageTap, event_json, json_usage, prompt_tokens, split_events
 
 
 def chunk(i: int) -> bytes:
@@ -48,11 +48,16 @@ def test_usage_inside_a_content_chunk_is_kept():
 
 
 def test_crlf_framing_and_incomplete_tail():
-    s = EventSplitter()
-    assert s.feed(b"data: a\r\n\r\ndata: b\r\n") == [b"data: a\r\n\r\n"]
-    assert s.feed(b"\r\n") == [b"data: b\r\n\r\n"]
-    assert s.feed(b"data: tail") == []
+    s = EventFramer()
+    assert s.feed(b"data: a\r\n\r\ndata: b\r\n") == b"data: a\r\n\r\n"
+    assert s.feed(b"\r\n") == b"data: b\r\n\r\n"
+    assert s.feed(b"data: tail") == b""
     assert s.flush() == b"data: tail"
+    assert split_events(b"data: a\n\ndata: b\r\n\r\n: c\r\r") == [
+        b"data: a\n\n",
+        b"data: b\r\n\r\n",
+        b": c\r\r",
+    ]
 
 
 def test_event_json_and_json_usage_never_raise():

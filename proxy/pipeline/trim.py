@@ -155,7 +155,9 @@ def trim_history(
     out = assemble(cut, carried, marker)
     origin = list(range(p)) + ([-1] if marker else []) + ([carried] if carried is not None else [])
     origin += list(range(cut, len(messages)))
-    protect = {i for i, o in enumerate(origin) if o == latest_user or o == -1}
+    # Pinned system/developer messages and the latest user message are never altered: what the
+    # client said must arrive verbatim or not at all (then the caller refuses with a 400).
+    protect = {i for i, o in enumerate(origin) if o == latest_user or o == -1 or 0 <= o < p}
     counter = count_text or (lambda text: count({"role": "user", "content": text}))
     out, changes, fits = last_resort(out, budget, count, counter, protect=protect)
     shrunk = tuple(Shrunk(origin[i], before, after) for i, before, after in changes)

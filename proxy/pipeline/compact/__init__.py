@@ -70,11 +70,15 @@ def compact_text(text: str, max_tokens: int, count: Callable[[str], int]) -> Com
     if before <= max_tokens:
         return None
     budget = max(0, max_tokens)
-    doc = parse(text)
-    if doc is not None:
-        shrunk = compact_json(doc, budget, count, before)
-        if shrunk is not None and shrunk[1] <= budget:
-            return Compacted(shrunk[0], "json", before, shrunk[1], 0)
+    try:
+        doc = parse(text)
+        shrunk = compact_json(doc, budget, count, before) if doc is not None else None
+    except RecursionError:
+        # JSON nested hundreds of levels deep has no structure worth keeping: treat it as text
+        # (the decoder and the recursive walks would otherwise fail the whole request).
+        shrunk = None
+    if shrunk is not None and shrunk[1] <= budget:
+        return Compacted(shrunk[0], "json", before, shrunk[1], 0)
     result = compact_lines(text, budget, count)
     if result is not None and result.tokens <= budget:
         return Compacted(result.text, result.kind, before, result.tokens, result.omitted_lines)

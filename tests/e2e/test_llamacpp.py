@@ -1,0 +1,197 @@
+"""The proxy against a real llama.cpp server running a real model (SmolLM2-135M, 2048 tokens).
+
+What the fakes cannot show: the real server's `/props`, its real overflow error, its own
+tokenizer counting differently from ours, its SSE stream with the usage chunk, and summaries
+written by a real (if tiny) model. Generations are kept to a few tokens; a long prompt costs
+about 5 ms per token on one CPU thread, so the whole file takes well under a minute.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from openai import OpenAI
+
+from proxy.overflow import Overflow, parse_overflow
+from tests.conftest import CORPUS
+from tests.e2e.conftest import CONFIGURED_WINDOW, MODEL, N_CTX, Llama, ProxyFactory
+from tests.e2e.tap import Tap
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 300.0  # one CPU thread on a shared machine: prompts of ~1.5k tokens take seconds
+SUMMARY_SETTINGS: dict[str, Any] = dict(summary_max_tokens=64, summary_timeout=150.0)
+SUMMARY_HEADER = "[shrink-proxy: summary of"
+# Tool outputs of a real agent session: 30 messages, 13k llama.cpp tokens.
+LONG = "dev-10-requests-invalidschema-traceback"
+# 36 messages of short compiler outputs, 4.9k tokens: the dropped span alone exceeds 2048.
+MANY_SMALL = "dev-07-gcc-ringbuf-errors"
+
+
+def corpus(name: str) -> list[dict[str, Any]]:
+    path = CORPUS / f"{name}.json"
+    if not path.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"corpus file missing: {path}", pytrace=False)
+        pytest.skip(f"corpus not found at {CORPUS}")
+    return orjson.loads(path.read_bytes())["messages"]  # type: ignore[no-any-return]
+
+
+def client(url: str) -> OpenAI:
+    return OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=TIMEOUT)
+
+
+def chat(url: str, messages: list[dict[str, Any]], **headers: str) -> httpx.Response:
+    body = {"model": MODEL, "messages": messages, "max_tokens": 16, "temperature": 0}
+    return httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=TIMEOUT)
+
+
+def actions(r: httpx.Response) -> dict[str, int]:
+    """`x-shrink-actions` (`tools:6,trim:16`) as a dict."""
+    pairs = (a.split(":") for a in r.headers["x-shrink-actions"].split(",") if a)
+    return {k: int(v) for k, v in pairs}
+
+
+def answer_text(r: httpx.Response) -> str:
+    return r.json()["choices"][0]["message"]["content"]  # type: ignore[no-any-return]
+
+
+HELLO = [{"role": "user", "content": "Say hello in one short sentence."}]
+
+
+def test_chat_completion_through_the_proxy(llama_proxy: ProxyFactory, tap: Tap) -> None:
+    reply = client(llama_proxy()).chat.completions.create(
+        model=MODEL, messages=HELLO, max_tokens=16, temperature=0
+    )
+    assert reply.choices[0].message.content and reply.choices[0].message.content.strip()
+    assert reply.usage is not None
+    assert 0 < reply.usage.completion_tokens <= 16
+    # Nothing needed shrinking: the request reached llama.cpp byte for byte.
+    (sent,) = tap.chats()
+    assert sent.json()["messages"] == HELLO
+
+
+def test_stream_hides_the_usage_chunk_the_proxy_asked_for(
+    llama_proxy: ProxyFactory, tap: Tap
+) -> None:
+    stream = client(llama_proxy()).chat.completions.create(
+        model=MODEL, messages=HELLO, max_tokens=16, temperature=0, stream=True
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert len(chunks) >= 3
+    assert text.strip()
+    assert all(c.usage is None and c.choices for c in chunks)
+    # The proxy asked llama.cpp for the usage chunk, and llama.cpp sent it.
+    (sent,) = tap.chats()
+    assert sent.json()["stream_options"] == {"include_usage": True}
+    assert b'"usage"' in sent.response and b'"prompt_tokens"' in sent.response
+
+
+def test_window_is_discovered_from_props(llama_proxy: ProxyFactory, tap: Tap) -> None:
+    r = chat(llama_proxy(), HELLO)
+    assert r.status_code == 200, r.text
+    assert "GET /props" in tap.paths()
+    budget = int(r.headers["x-shrink-budget"])
+    assert budget < N_CTX < CONFIGURED_WINDOW
+    assert budget > N_CTX // 2  # the served window minus a 16-token answer and a small margin
+
+
+def test_long_session_fits_only_because_the_proxy_shrank_it(
+    llama_server: Llama, llama_proxy: ProxyFactory, tap: Tap
+) -> None:
+    messages = corpus(LONG)
+    direct = chat(llama_server.url, messages)
+    assert direct.status_code == 400
+    error = direct.json()["error"]
+    assert error["type"] == "exceed_context_size_error"
+    assert error["n_ctx"] == N_CTX and error["n_prompt_tokens"] > 3 * N_CTX
+    # The parser reads the true limit, and llama.cpp's own count, from the real body.
+    assert parse_overflow(direct.status_code, direct.content) == Overflow(
+        limit=N_CTX, prompt_tokens=error["n_prompt_tokens"]
+    )
+
+    r = chat(llama_proxy(), messages, **{"x-shrink-mode": "trim"})
+    assert r.status_code == 200, r.text
+    assert actions(r).get("trim", 0) > 0
+    assert "x-shrink-retried" not in r.headers  # discovery made the first attempt fit
+    assert answer_text(r).strip()
+    (sent,) = tap.chats()
+    kept = sent.json()["messages"]
+    assert len(kept) < len(messages)
+    assert kept[0] == messages[0] and kept[-1] == messages[-1]
+    assert r.json()["usage"]["prompt_tokens"] <= N_CTX - 16
+
+
+def test_overflow_is_parsed_and_retried_without_discovery(
+    llama_proxy: ProxyFactory, tap: Tap
+) -> None:
+    url = llama_proxy(discover_window=False)
+    messages = corpus(LONG)
+    r = chat(url, messages, **{"x-shrink-mode": "trim"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-shrink-retried"] == "overflow"
+    assert actions(r).get("trim", 0) > 0
+    assert int(r.headers["x-shrink-budget"]) < N_CTX
+    assert answer_text(r).strip()
+    first, retry = tap.chats()
+    assert first.status == 400 and b"exceed_context_size_error" in first.response
+    assert len(first.json()["messages"]) == len(messages)  # 32768 assumed: nothing dropped
+    assert retry.status == 200
+    assert not any(p.startswith("GET /props") for p in tap.paths())
+
+    # The same conversation streamed: the overflow is answered before the first byte.
+    body = {"model": MODEL, "messages": messages, "max_tokens": 8, "stream": True}
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=TIMEOUT) as stream:
+        assert stream.status_code == 200
+        assert stream.headers["x-shrink-retried"] == "overflow"
+        events = [line for line in stream.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "data: [DONE]"
+    assert not any('"usage"' in e for e in events)
+
+
+def test_compact_mode_inserts_a_summary_written_by_the_model(
+    llama_proxy: ProxyFactory, tap: Tap
+) -> None:
+    messages = corpus(LONG)
+    r = chat(llama_proxy(**SUMMARY_SETTINGS), messages, **{"x-shrink-mode": "compact"})
+    assert r.status_code == 200, r.text
+    done = actions(r)
+    assert done.get("summary") == 1 and "summary_fallback" not in done, done
+    summary_call, sent = tap.chats()
+    assert summary_call.status == 200
+    assert summary_call.json()["max_tokens"] == SUMMARY_SETTINGS["summary_max_tokens"]
+    written = summary_call.answer()["choices"][0]["message"]["content"].strip()
+    assert written
+    kept = sent.json()["messages"]
+    assert kept[0] == messages[0] and kept[-1] == messages[-1]
+    note = kept[1]
+    assert note["role"] == "system"
+    assert note["content"].startswith(SUMMARY_HEADER)
+    assert written in note["content"]  # the model's own words reached the upstream
+    assert sum(SUMMARY_HEADER in str(m.get("content")) for m in kept) == 1
+    assert answer_text(r).strip()
+
+
+def test_summary_request_fits_the_summarizers_window(llama_proxy: ProxyFactory, tap: Tap) -> None:
+    r = chat(llama_proxy(**SUMMARY_SETTINGS), corpus(MANY_SMALL), **{"x-shrink-mode": "compact"})
+    assert r.status_code == 200, r.text
+    summary_call = tap.chats()[0]
+    assert summary_call.status == 200, summary_call.response[:300]
+    assert actions(r).get("summary") == 1
+
+
+def test_compact_mode_summarizes_after_an_overflow_retry(
+    llama_proxy: ProxyFactory, tap: Tap
+) -> None:
+    url = llama_proxy(discover_window=False, **SUMMARY_SETTINGS)
+    r = chat(url, corpus(LONG), **{"x-shrink-mode": "compact"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-shrink-retried"] == "overflow"
+    done = actions(r)
+    assert done.get("trim", 0) > 0
+    assert "summary" in done or "summary_fallback" in done, done
