@@ -22,7 +22,7 @@ from proxy.settings import Settings
 from proxy.shrinker import Shrinker
 from proxy.summarizer import LRUSummaryCache, Summarizer
 from proxy.tokens import Tokenizers
-from proxy.upstream import Timeouts, Upstream
+from proxy.upstream import Timeouts, Upstream, transport_for
 
 
 @dataclass
@@ -57,7 +57,7 @@ def build_upstream(
             write=settings.write_timeout,
         ),
         max_connections=settings.max_connections,
-        transport=transport,
+        transport=transport or transport_for(settings.upstream_transport, settings.max_connections),
     )
 
 

@@ -88,6 +88,12 @@ class Settings(BaseSettings):
         "with window discovery and summaries sharing the pool).",
     )
 
+    upstream_transport: Literal["aiohttp", "httpx"] = Field(
+        "aiohttp",
+        description="Connection layer under the httpx client: `aiohttp` (faster under "
+        "concurrency, see the README's performance section) or httpx's own.",
+    )
+
     # --- shrinking -----------------------------------------------------------------------------
     mode: Literal["auto", "off", "tools", "trim", "compact"] = Field(
         "auto",

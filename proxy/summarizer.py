@@ -190,7 +190,10 @@ class Summarizer:
             return outcome(_Done(None, "error", error="no summary model and none in the request"))
         if self._closed:
             return outcome(_Done(None, "error", error="summarizer closed"))
-        key = span_key(span, model=model, settings_fingerprint=self.fingerprint)
+        try:
+            key = span_key(span, model=model, settings_fingerprint=self.fingerprint)
+        except (TypeError, ValueError) as exc:  # e.g. nesting past orjson's limit
+            return outcome(_Done(None, "error", error=f"span cannot be keyed: {exc}"))
         hit = self.cache.get(key)
         if hit is not None:
             return outcome(_Done(hit, "cache"))

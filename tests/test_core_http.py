@@ -402,3 +402,12 @@ def test_host_header_cannot_redirect(proxy_url, upstream):
         assert r.status_code == 200
         assert other.requests == []
         assert len(upstream.requests) == 1
+
+
+def test_credentials_in_the_upstream_url_become_basic_auth(start_proxy, upstream):
+    host = upstream.url.removeprefix("http://")
+    url = start_proxy(upstream_url=f"http://user:p%40ss@{host}/v1")
+    r = httpx.post(url + "/v1/chat/completions", json=CHAT, headers={"authorization": "Bearer c"})
+    assert r.status_code == 200
+    assert upstream.last.header("authorization") == "Basic dXNlcjpwQHNz"  # user:p@ss
+    assert upstream.last.header("host") == host

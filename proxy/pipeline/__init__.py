@@ -264,11 +264,13 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
 
 def _span_facts(span: list[Message], memo: CompactMemo | None) -> list[str]:
     """extract_facts, memoized by the span's content: the sticky cut resends the same span."""
+    try:
+        data = orjson.dumps(span, option=orjson.OPT_NON_STR_KEYS, default=repr)
+    except TypeError:  # nesting past orjson's limit (the wire allows 256 levels): no memo
+        memo = None
     if memo is None:
         return extract_facts(span)
-    digest = hashlib.blake2b(
-        orjson.dumps(span, option=orjson.OPT_NON_STR_KEYS, default=repr), digest_size=16
-    ).digest()
+    digest = hashlib.blake2b(data, digest_size=16).digest()
     key = (digest, -1)  # -1: no stage-1 limit is negative, so facts never collide with those
     try:
         return memo[key]  # type: ignore[return-value]
