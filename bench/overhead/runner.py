@@ -542,7 +542,10 @@ def main(argv: list[str] | None = None) -> int:
         "--shrink-window", type=int, default=16384, help="context window of the shrinking proxy"
     )
     parser.add_argument(
-        "--floor", choices=["httpx", "aiohttp"], default="httpx", help="floor's transport"
+        "--floor",
+        choices=["httpx", "aiohttp"],
+        default="aiohttp",
+        help="floor's transport (default: the proxy's own default, aiohttp)",
     )
     parser.add_argument("--litellm", action="store_true", help=f"add LiteLLM ({LITELLM_VENV})")
     parser.add_argument(
