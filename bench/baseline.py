@@ -16,7 +16,8 @@ from typing import Any
 from proxy import wire
 from proxy.pipeline import REPLY_PRIMING, compute_budget
 from proxy.settings import Settings
-from proxy.tokens import TokenCounter, Tokenizers
+from proxy.tokenizers import Tokenizers
+from proxy.tokens import TokenCounter
 
 Message = dict[str, Any]
 

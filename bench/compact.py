@@ -24,7 +24,6 @@ bench/prefix counts them. `compact-late` replays compact with a summarizer slowe
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter as Tally
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -47,7 +46,7 @@ from proxy.pipeline.summary import (
 from proxy.pipeline.types import Report
 from proxy.settings import Settings
 from proxy.shrinker import CompactMemo, Shrinker
-from proxy.tokens import Tokenizers
+from proxy.tokenizers import Tokenizers
 
 WINDOWS = (16384, 8192)
 STRATEGIES = ("trim", "compact", "compact-late")
@@ -290,17 +289,10 @@ def print_window(window: int, rows: dict[str, list[Row]], totals: dict[str, Row]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dir", nargs="?", default=None, help="corpus dir (default: shared dev)")
-    parser.add_argument("--json", metavar="FILE", help="write the raw figures here")
-    parser.add_argument(
-        "--windows", type=int, nargs="+", default=list(WINDOWS), help="context windows"
-    )
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="NAME=VALUE", help="override a setting"
-    )
+    corpus.add_arguments(parser, WINDOWS)
     args = parser.parse_args()
     corpus.setup_environment()
-    overrides = dict(item.split("=", 1) for item in args.set)
+    overrides = corpus.overrides(args)
     convs = corpus.load(args.dir)
     tokenizers = corpus.tokenizers()
     renderer = Renderer(tokenizers.for_model(corpus.MODEL))
@@ -328,10 +320,7 @@ def main() -> None:
             name: {"rows": [asdict(r) for r in rows[name]], "total": asdict(totals[name])}
             for name in STRATEGIES
         }
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(raw, f, indent=1)
-        print(f"\nraw figures: {args.json}")
+    corpus.write_json(args.json, raw)
 
 
 if __name__ == "__main__":

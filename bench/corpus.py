@@ -8,14 +8,16 @@ may survive in, and settings built from defaults only.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from proxy.settings import Settings
-from proxy.tokens import Tokenizers
+from proxy.tokenizers import Tokenizers
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT.parent / "shared" / "corpus" / "dev"
@@ -138,3 +140,31 @@ def tokenizers() -> Tokenizers:
     if not counter.exact:
         raise SystemExit(f"tiktoken encoding not available ({counter.note})")
     return tk
+
+
+def add_arguments(parser: argparse.ArgumentParser, windows: Sequence[int]) -> None:
+    """The arguments every corpus benchmark takes: the corpus, raw output, windows, overrides."""
+    parser.add_argument("dir", nargs="?", default=None, help="corpus dir (default: shared dev)")
+    parser.add_argument("--json", metavar="FILE", help="write the raw figures here")
+    parser.add_argument(
+        "--windows", type=int, nargs="+", default=list(windows), help="context windows"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a setting for the main run (e.g. trim_step=0.75); repeatable",
+    )
+
+
+def overrides(args: argparse.Namespace) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in args.set)
+
+
+def write_json(path: str | None, raw: Any) -> None:
+    """The raw figures to `path`, when one was asked for."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(raw, f, indent=1)
+        print(f"\nraw figures: {path}")

@@ -21,7 +21,6 @@ shared) hits the yardstick and the pipeline alike.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -140,10 +139,7 @@ def main() -> None:
             "tokens_after": report.tokens_after,
             "actions": report.actions,
         }
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(raw, f, indent=1)
-        print(f"\nraw figures: {args.json}")
+    corpus.write_json(args.json, raw)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ from proxy.pipeline import REPLY_PRIMING
 from proxy.pipeline.types import Report
 from proxy.pipeline.units import group_units, pinned_count
 from proxy.shrinker import CompactMemo, Shrinker
-from proxy.tokens import TokenCounter, Tokenizers
+from proxy.tokenizers import Tokenizers
+from proxy.tokens import TokenCounter
 
 WINDOWS = (16384, 8192)
 TARGET = 0.02
@@ -252,23 +253,12 @@ def summary(name: str, t: Tally3) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dir", nargs="?", default=None, help="corpus dir (default: shared dev)")
-    parser.add_argument("--json", metavar="FILE", help="write the raw figures here")
+    corpus.add_arguments(parser, WINDOWS)
     parser.add_argument("--sweep", action="store_true", help="also tool_max_tokens x trim_step")
     parser.add_argument("--verbose", action="store_true", help="list every break of ours")
-    parser.add_argument(
-        "--windows", type=int, nargs="+", default=list(WINDOWS), help="context windows"
-    )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a setting for the main run (e.g. trim_step=0.75); repeatable",
-    )
     args = parser.parse_args()
     corpus.setup_environment()
-    overrides = dict(item.split("=", 1) for item in args.set)
+    overrides = corpus.overrides(args)
     convs = corpus.load(args.dir)
     tokenizers = corpus.tokenizers()
     counter = tokenizers.for_model(corpus.MODEL)
@@ -345,10 +335,7 @@ def main() -> None:
                     }
                 )
             print(f"{tmt:>5}{step:>6}" + "".join(f"{c:>30}" for c in cells))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(raw, f, indent=1)
-        print(f"\nraw figures: {args.json}")
+    corpus.write_json(args.json, raw)
 
 
 if __name__ == "__main__":

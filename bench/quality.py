@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ from bench import corpus
 from bench.baseline import seed_plan
 from bench.corpus import CLASSES, Conversation
 from proxy.shrinker import CompactMemo, Shrinker
-from proxy.tokens import Tokenizers
+from proxy.tokenizers import Tokenizers
 
 WINDOWS = (16384, 8192)
 TOOL_MAX_TOKENS = (256, 512, 1024, 2048)
@@ -254,22 +253,11 @@ def print_sweep(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dir", nargs="?", default=None, help="corpus dir (default: shared dev)")
-    parser.add_argument("--json", metavar="FILE", help="write the raw figures here")
+    corpus.add_arguments(parser, WINDOWS)
     parser.add_argument("--no-sweep", action="store_true", help="default settings only")
-    parser.add_argument(
-        "--windows", type=int, nargs="+", default=list(WINDOWS), help="context windows"
-    )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a setting for the main table (e.g. trim_step=0.75); repeatable",
-    )
     args = parser.parse_args()
     corpus.setup_environment()
-    overrides = dict(item.split("=", 1) for item in args.set)
+    overrides = corpus.overrides(args)
     convs = corpus.load(args.dir)
     tokenizers = corpus.tokenizers()
     memo = CompactMemo(1 << 16)
@@ -294,10 +282,7 @@ def main() -> None:
             for (t, s, w), v in results.items()
         ]
         raw["best"] = print_sweep(results, tuple(args.windows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(raw, f, indent=1)
-        print(f"\nraw figures: {args.json}")
+    corpus.write_json(args.json, raw)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,8 @@ from typing import Any, TypeVar
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proxy.tokens import (  # noqa: E402
-    TEXT_CACHE_MIN_CHARS,
-    TokenCounter,
-    Tokenizers,
-    resolve_cache_dir,
-)
+from proxy.tokenizers import Tokenizers, resolve_cache_dir  # noqa: E402
+from proxy.tokens import TEXT_CACHE_MIN_CHARS, TokenCounter  # noqa: E402
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from proxy.routes import authorize, router, state_of
 from proxy.settings import Settings
 from proxy.shrinker import Shrinker
 from proxy.summarizer import LRUSummaryCache, Summarizer
-from proxy.tokens import Tokenizers
+from proxy.tokenizers import Tokenizers
 from proxy.upstream import Timeouts, Upstream, transport_for
 
 

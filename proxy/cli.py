@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -13,7 +12,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from proxy import __version__
-from proxy.settings import Settings, load_settings, settings_table, settings_to_env
+from proxy.settings import Settings, export_settings, load_settings, settings_table
 from proxy.upstream import loggable_url
 
 log = logging.getLogger("proxy")
@@ -257,7 +256,7 @@ def serve(settings: Settings) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if settings.workers > 1:
         # Workers are separate processes: each rebuilds the same Settings from the environment.
-        os.environ.update(settings_to_env(settings))
+        export_settings(settings)
         uvicorn.run("proxy.app:create_worker_app", factory=True, workers=settings.workers, **common)
     else:
         uvicorn.run(create_app(settings), **common)

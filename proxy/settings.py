@@ -294,6 +294,11 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+def export_settings(settings: Settings) -> None:
+    """Put the settings in this process's environment, for worker processes to read back."""
+    os.environ.update(settings_to_env(settings))
+
+
 def _tiktoken_cache_dir(environ: os._Environ[str] | dict[str, str]) -> str:
     """Where tiktoken itself would look (tiktoken.load.read_file_cached)."""
     for name in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):

@@ -20,7 +20,7 @@ from proxy.pipeline.compact import Compacted
 from proxy.pipeline.summary import summary_room
 from proxy.pipeline.types import Mode
 from proxy.settings import Settings
-from proxy.tokens import Tokenizers
+from proxy.tokenizers import Tokenizers
 
 MODES: tuple[Mode, ...] = ("auto", "off", "tools", "trim", "compact")
 # Below this many body bytes the pipeline runs inline: a thread hop (tens of microseconds) costs

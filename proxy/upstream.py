@@ -251,11 +251,7 @@ class Upstream:
                 f"The upstream did not answer within {self.timeouts.first_byte:g}s."
             ) from None
         except (httpx.HTTPError, aiohttp.ClientError) as exc:
-            if _is_timeout(exc):
-                raise UpstreamTimeout(
-                    f"Timed out talking to the upstream: {_describe(exc)}"
-                ) from None
-            raise UpstreamUnavailable(f"The upstream is unreachable: {_describe(exc)}") from None
+            raise _failure(exc, "The upstream is unreachable") from None
         except OSError as exc:
             raise UpstreamUnavailable(f"The upstream is unreachable: {exc}") from None
         except Exception as exc:
@@ -303,13 +299,7 @@ class Upstream:
                         f"The upstream sent nothing for {idle:g}s in the middle of its response."
                     ) from None
                 except (httpx.HTTPError, aiohttp.ClientError) as exc:
-                    if _is_timeout(exc):
-                        raise UpstreamTimeout(
-                            f"Upstream read timed out: {_describe(exc)}"
-                        ) from None
-                    raise UpstreamUnavailable(
-                        f"The upstream connection failed mid-response: {_describe(exc)}"
-                    ) from None
+                    raise _failure(exc, "The upstream connection failed mid-response") from None
                 yield chunk
         finally:
             # A relay cut short (client gone) leaves httpx's generator suspended; close it now.
@@ -323,6 +313,13 @@ async def _close_all(connections: list[Any]) -> None:
         with contextlib.suppress(Exception):
             # Shielded: this runs while a cancellation is on its way out.
             await asyncio.shield(c.aclose())
+
+
+def _failure(exc: BaseException, what: str) -> UpstreamTimeout | UpstreamUnavailable:
+    """A client error as the proxy's own: a timeout is a 504, anything else a 502."""
+    if _is_timeout(exc):
+        return UpstreamTimeout(f"Timed out talking to the upstream: {_describe(exc)}")
+    return UpstreamUnavailable(f"{what}: {_describe(exc)}")
 
 
 def _is_timeout(exc: BaseException) -> bool:

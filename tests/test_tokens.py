@@ -1,4 +1,4 @@
-"""proxy.tokens against real tiktoken encodings from the offline cache (TIKTOKEN_CACHE_DIR)."""
+"""proxy.tokens and proxy.tokenizers against real encodings from the offline cache."""
 
 from __future__ import annotations
 
@@ -15,18 +15,17 @@ import tiktoken
 import tiktoken.load
 import tiktoken_ext.openai_public as openai_public
 
-from proxy import tokens
+from proxy import tokenizers as loading
+from proxy.tokenizers import Tokenizers, resolve_cache_dir
 from proxy.tokens import (
     AUDIO_TOKENS,
     IMAGE_TOKENS,
     REPLY_PRIMING,
     TOKENS_PER_MESSAGE,
     TokenCounter,
-    Tokenizers,
     encoding_for_model,
     estimate_tokens,
     fits_by_bytes,
-    resolve_cache_dir,
     upper_bound_bytes,
 )
 
@@ -133,12 +132,12 @@ def test_override_estimate_is_quiet(caplog: pytest.LogCaptureFixture) -> None:
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
 def test_our_copy_of_the_encoding_matches_tiktoken(name: str) -> None:
     # We build encodings from our cache dir with a copy of tiktoken's constructor arguments.
-    spec = tokens._SPECS[name]
+    spec = loading._SPECS[name]
     reference = getattr(openai_public, name)()
     assert spec.pat_str == reference["pat_str"]
     assert dict(spec.special_tokens) == reference["special_tokens"]
     assert (
-        tokens._cache_key(spec.url)
+        loading._cache_key(spec.url)
         == {
             "cl100k_base": "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
             "o200k_base": "fb374d419588a4632f3f557e76b4b70aebbca790",
@@ -448,7 +447,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_missing_file_falls_back_to_estimate_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="proxy.tokens")
+    caplog.set_level(logging.WARNING, logger="proxy.tokenizers")
     started = time.monotonic()
     tk = Tokenizers(cache_dir=str(tmp_path))
     counter = tk.for_model("gpt-4o")
@@ -513,7 +512,7 @@ def test_allow_download_writes_the_cache(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(tiktoken.load, "read_file", fake_download)
     counter = Tokenizers(cache_dir=str(tmp_path), allow_download=True).for_model("qwen3")
     assert counter.exact and counter.count_text("hello world") == 2
-    assert fetched == [tokens._SPECS["cl100k_base"].url]
+    assert fetched == [loading._SPECS["cl100k_base"].url]
     assert (tmp_path / key).read_bytes() == blob
 
 

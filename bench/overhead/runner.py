@@ -216,7 +216,7 @@ class Bench:
     # --- bodies -----------------------------------------------------------------------------
 
     def build_bodies(self) -> None:
-        from proxy.tokens import Tokenizers
+        from proxy.tokenizers import Tokenizers
 
         cache = bodies.default_tiktoken_dir(ROOT)
         counter = Tokenizers(cache_dir=cache).for_model(bodies.MODEL)

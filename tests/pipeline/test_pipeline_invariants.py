@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.pipeline import Policy, compute_budget, shrink
-from proxy.tokens import Tokenizers
+from proxy.tokenizers import Tokenizers
 
 COUNTER = Tokenizers(cache_dir=os.environ.get("TIKTOKEN_CACHE_DIR", "")).for_model("qwen")
 
