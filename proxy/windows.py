@@ -1,8 +1,8 @@
 """The window a request is planned for, and recovery when the backend says it was wrong.
 
-Served windows come from discovery (or from an overflow error, which states the true limit),
-capped by a smaller configured one and scaled by the learnt ratio between the backend's counts
-and ours. An overflow answer before the first byte is parsed, remembered, and the request is
+A window configured for the model always wins; otherwise it comes from discovery (or from an
+overflow error, which states the true limit), scaled by the learnt ratio between the backend's
+counts and ours. An overflow answer before the first byte is parsed, remembered, and the request is
 re-planned to the stated limit and sent once more. A usage count far below what was sent is how
 a silently truncating backend (Ollama) shows itself.
 """
@@ -31,9 +31,10 @@ async def served_window(state: AppState, model: str | None) -> int | None:
     if model is None:
         return None
     explicit = state.settings.explicit_window_for(model)
+    if explicit:
+        return explicit  # a window the user configured for this model always wins
     served = await state.discovery.window_for(model) if state.discovery else None
-    window = min(served, explicit) if served and explicit else served or explicit
-    return state.calibration.adjust_window(model, window) if window else None
+    return state.calibration.adjust_window(model, served) if served else None
 
 
 def overflow_inspectable(resp: httpx.Response) -> bool:

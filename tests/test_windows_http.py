@@ -96,3 +96,10 @@ def test_ollama_silent_truncation_warns():
     fake2 = FakeBackend("ollama", window=2048)
     r, fake2 = run(fake2)
     assert "x-shrink-warning" not in r.headers
+
+
+def test_a_configured_model_window_always_wins_over_discovery():
+    r, fake = run(FakeBackend("llamacpp", window=3000), model_windows={"test-model": 2048})
+    assert r.status_code == 200
+    assert fake.hits["/props"] == 0  # not even asked
+    assert int(r.headers["x-shrink-budget"]) < 2048
