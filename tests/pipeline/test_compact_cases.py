@@ -4,26 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
 
 import pytest
-import tiktoken
 
 from proxy.pipeline.compact import Compacted, compact_text, markers
-
-
-@cache
-def _enc() -> tiktoken.Encoding:
-    return tiktoken.get_encoding("cl100k_base")
-
-
-def tik(s: str) -> int:
-    return len(_enc().encode(s, disallowed_special=()))
-
-
-def crude(s: str) -> int:
-    return len(s.encode()) // 4 + 1
-
+from tests.pipeline.counters import crude, tik
 
 COUNTERS = [pytest.param(tik, id="tiktoken"), pytest.param(crude, id="bytes")]
 MARKER_LINE = re.compile(

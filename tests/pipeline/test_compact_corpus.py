@@ -8,21 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tiktoken
 
 from proxy.pipeline.compact import compact_text
+from tests.pipeline.counters import tik
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "dev"
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="evaluation corpus not available")
-
-
-@cache
-def _enc() -> tiktoken.Encoding:
-    return tiktoken.get_encoding("cl100k_base")
-
-
-def tik(s: str) -> int:
-    return len(_enc().encode(s, disallowed_special=()))
 
 
 @cache

@@ -4,27 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import cache
 
-import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.pipeline.compact import compact_text
-
-
-@cache
-def _enc() -> tiktoken.Encoding:
-    return tiktoken.get_encoding("cl100k_base")
-
-
-def tik(s: str) -> int:
-    return len(_enc().encode(s, disallowed_special=()))
-
-
-def crude(s: str) -> int:
-    return len(s.encode()) // 4 + 1
-
+from tests.pipeline.counters import crude, tik
 
 counters = st.sampled_from([tik, crude])
 fragments = st.sampled_from(
