@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from proxy.errors import ProxyError
 from proxy.sse import MAX_PARTIAL_EVENT, EventFramer
-from proxy.upstream import Timeouts, Upstream
+from proxy.upstream import Timeouts, Upstream, transport_for
 from tests.fakes import faulty
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -259,7 +259,8 @@ def test_client_leaving_while_upstream_stalls_mid_stream_releases_upstream(start
         assert wait_until(lambda: up.open == 0)
 
 
-def test_cancelled_opens_do_not_leak_pool_slots():
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+def test_cancelled_opens_do_not_leak_pool_slots(transport):
     """Clients that leave while the proxy is connecting must not use up `max_connections`.
 
     Cancels 800 opens at every point from "before connect" to "waiting for headers"; httpcore
@@ -269,7 +270,13 @@ def test_cancelled_opens_do_not_leak_pool_slots():
     slots = 64
 
     async def storm(url: str) -> list[int]:
-        upstream = Upstream(url, api_key=None, timeouts=Timeouts(2, 2, 2, 2), max_connections=slots)
+        upstream = Upstream(
+            url,
+            api_key=None,
+            timeouts=Timeouts(2, 2, 2, 2),
+            max_connections=slots,
+            transport=transport_for(transport, slots),
+        )
         target = upstream.targets.url("/v1/chat/completions", b"")
         headers = [("content-type", "application/json")]
 
