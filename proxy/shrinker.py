@@ -23,9 +23,11 @@ from proxy.settings import Settings
 from proxy.tokenizers import Tokenizers
 
 MODES: tuple[Mode, ...] = ("auto", "off", "tools", "trim", "compact")
-# Below this many body bytes the pipeline runs inline: a thread hop (tens of microseconds) costs
-# more than the work. Above it a cold request can take tens of milliseconds (bench/overhead: a
-# 164 KB body, ~50 ms), which inline would stall every other connection.
+# Below this many body bytes (or characters of messages not seen before) the pipeline runs
+# inline: a thread hop (tens of microseconds, and GIL hand-offs with the event loop) costs more
+# than the work. Above it a cold request can take tens of milliseconds (bench/overhead: a 164 KB
+# body, ~30 ms), which inline would stall every other connection. A warm conversation (its
+# history counted on earlier turns) costs ~0.3 ms however long it is, so it stays inline.
 THREAD_THRESHOLD = 32 * 1024
 
 
@@ -105,6 +107,11 @@ class Shrinker:
     async def plan(
         self, body: dict[str, Any], raw_size: int, mode: Mode, window: int | None = None
     ) -> Plan:
-        if raw_size < THREAD_THRESHOLD:
+        if raw_size < THREAD_THRESHOLD or self._mostly_seen(body):
             return self.plan_sync(body, mode, window)
         return await anyio.to_thread.run_sync(self.plan_sync, body, mode, window)
+
+    def _mostly_seen(self, body: dict[str, Any]) -> bool:
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        counter = self.tokenizers.for_model(model)
+        return counter.uncached_chars(body["messages"], THREAD_THRESHOLD) < THREAD_THRESHOLD

@@ -7,18 +7,17 @@ offline it never reaches for the network unless told to: it falls back to a labe
 `ceil(utf-8 bytes / 4)`, and says so once in the log.
 
 Agents resend the whole history on every turn, so per-message counts are cached by a hash of the
-message's canonical serialisation: a new turn costs hashing the history (tens of times cheaper than
-encoding it) plus counting only its new messages.
+message's content: a new turn costs hashing the history (hundreds of times cheaper than encoding
+it) plus counting only its new messages.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 import orjson
@@ -121,12 +120,24 @@ def _as_text(value: Any) -> str:
         return object.__repr__(value)
 
 
-def _digest(data: bytes, person: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16, person=person).digest()
+def text_key(text: str, kind: str = "t") -> Hashable:
+    """Cache key of a text: its length and Python's keyed 64-bit hash (SipHash, seeded per
+    process). Computed once per str object and then cached by CPython, so stage 1 looking up the
+    same tool output again costs nothing; blake2b of the bytes cost 5-10x more per request
+    (bench/tokens_cache.py). A collision (~1e-10 over a full cache) could only skew one count."""
+    return (kind, len(text), hash(text))
 
 
-def _message_key(message: Any) -> bytes:
-    """Hash of the canonical serialisation (sorted keys), so re-sent messages hit the cache."""
+def _message_key(message: Any) -> Hashable:
+    """Key of a message's content, so re-sent messages hit the cache.
+
+    A message of plain string fields (nearly all of them) is keyed by the set of its items;
+    anything nested (tool calls, content parts) by its JSON with sorted keys. Key order never
+    matters: a client that rebuilds its messages must still hit.
+    """
+    if type(message) is dict and all(type(v) is str or v is None for v in message.values()):
+        # Only str/None values: hash(True) == hash(1) must not make two messages one key.
+        return ("m", len(message), hash(frozenset(message.items())))
     try:
         data = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
     except TypeError:
@@ -135,7 +146,7 @@ def _message_key(message: Any) -> bytes:
             data = b"\x01" + text.encode("utf-8", "surrogatepass")
         except Exception:  # mixed-type keys, cycles, a raising __repr__: see _as_text
             data = b"\x02" + _as_text(message).encode("utf-8", "surrogatepass")
-    return _digest(data, b"msg")
+    return ("j", len(data), hash(data))
 
 
 # --- the counter ----------------------------------------------------------------------------------
@@ -168,7 +179,7 @@ class TokenCounter:
         # Why counts are not exact, for the report; None for a real encoding.
         self.note = note
         self._cache_size = max(cache_size, 0)
-        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._cache: OrderedDict[Hashable, int] = OrderedDict()
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
@@ -183,8 +194,7 @@ class TokenCounter:
             text = _as_text(text)
         if len(text) < TEXT_CACHE_MIN_CHARS:
             return self._len(text)
-        key = _digest(text.encode("utf-8", "surrogatepass"), b"text")
-        return self._cached(key, lambda: self._len(text))
+        return self._cached(text_key(text), lambda: self._len(text))
 
     def count_message(self, message: Mapping[str, Any]) -> int:
         """Tokens of one chat message, overhead included. Junk is counted by its JSON/str form."""
@@ -204,8 +214,23 @@ class TokenCounter:
         if not tools:
             return 0
         text = _as_text(tools)
-        key = _digest(text.encode("utf-8", "surrogatepass"), b"tools")
-        return self._cached(key, lambda: self._len(text))
+        return self._cached(text_key(text, "tools"), lambda: self._len(text))
+
+    def uncached_chars(self, messages: Sequence[Any], stop_at: int) -> int:
+        """Roughly how much text of `messages` has no cached count (string lengths), counting
+        no further than `stop_at`. Tells a warm request (a few new messages: cheap, run it
+        inline) from a cold one (worth a worker thread) before any encoding is done."""
+        total = 0
+        for m in messages:
+            key = _message_key(m)
+            with self._lock:
+                if key in self._cache:
+                    continue
+            content = m.get("content") if isinstance(m, Mapping) else None
+            total += len(content) if isinstance(content, str) else len(_as_text(m))
+            if total >= stop_at:
+                break
+        return total
 
     def cache_info(self) -> CacheInfo:
         with self._lock:
@@ -285,7 +310,7 @@ class TokenCounter:
 
     # cache
 
-    def _cached(self, key: bytes, compute: Callable[[], int]) -> int:
+    def _cached(self, key: Hashable, compute: Callable[[], int]) -> int:
         with self._lock:
             n = self._cache.get(key)
             if n is not None:

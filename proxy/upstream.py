@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import itertools
 import logging
 import secrets
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -126,8 +128,17 @@ def loggable_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+# Request ids: a random prefix per process and a counter, unique across workers and restarts
+# without a urandom call per request.
+_ID_PREFIX = "shrink-" + secrets.token_hex(6)
+_id_counter = itertools.count(1)
+
+
 def new_request_id() -> str:
-    return "shrink-" + secrets.token_hex(12)
+    return f"{_ID_PREFIX}{next(_id_counter):012x}"
+
+
+URL_MEMO_SIZE = 256
 
 
 class Targets:
@@ -145,9 +156,24 @@ class Targets:
                 root = root[: -len(suffix)]
                 break
         self.root_path = root
+        self._urls: dict[tuple[str, bytes], httpx.URL] = {}
 
     def url(self, raw_path: str, query: bytes) -> httpx.URL:
-        """`raw_path` is the path as the client sent it (percent-encoded)."""
+        """`raw_path` is the path as the client sent it (percent-encoded).
+
+        Memoized: clients use a handful of paths, and building an httpx.URL (it re-parses the
+        whole URL, host included) cost more than the rest of routing a small request.
+        """
+        key = (raw_path, query)
+        url = self._urls.get(key)
+        if url is None:
+            url = self._url(raw_path, query)
+            if len(self._urls) >= URL_MEMO_SIZE:
+                self._urls.clear()  # a client sending endless distinct paths: start over
+            self._urls[key] = url
+        return url
+
+    def _url(self, raw_path: str, query: bytes) -> httpx.URL:
         check_path(raw_path)
         if raw_path == "/v1" or raw_path.startswith("/v1/"):
             path = self.base_path + raw_path[3:]
@@ -202,17 +228,25 @@ class Upstream:
         self.targets = Targets(base_url)
         self.api_key = api_key
         self.timeouts = timeouts
+        # The read timeout is enforced by us (first byte vs idle differ); httpx gets none.
+        timeout = httpx.Timeout(
+            connect=timeouts.connect, read=None, write=timeouts.write, pool=timeouts.connect
+        )
+        self._timeout = timeout.as_dict()
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
+        # What httpx.AsyncClient would build itself; held here so that `open` can use it directly.
+        self.transport = transport or httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
         self.client = httpx.AsyncClient(
-            # The read timeout is enforced by us (first byte vs idle differ); httpx gets none.
-            timeout=httpx.Timeout(
-                connect=timeouts.connect, read=None, write=timeouts.write, pool=timeouts.connect
-            ),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            transport=transport,
+            timeout=timeout,
+            limits=limits,
+            transport=self.transport,
             follow_redirects=False,
             trust_env=False,
+            # The proxy serves many clients: a cookie one upstream answer sets must never be
+            # sent with another client's request (discovery and summary calls use this client).
+            cookies=httpx.Cookies(CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))),
         )
         # No default Accept-Encoding/User-Agent: only what the client sent goes upstream, so a
         # compressed answer reaches only clients that asked for one.
@@ -234,7 +268,12 @@ class Upstream:
             headers = [(k, v) for k, v in headers if k.lower() != "authorization"]
             headers.append(("authorization", self.basic_auth))
         raw_headers = [(_header_bytes(k), _header_bytes(v)) for k, v in headers]
-        request = self.client.build_request(method, url, headers=raw_headers, content=content)
+        # Straight to the transport: the client's machinery (cookie jar, auth flow, redirects,
+        # event hooks, URL merging) is nothing a relay needs, and cost more CPU per request than
+        # the rest of the proxy's own work on a small body. Cookies never persist this way.
+        request = httpx.Request(
+            method, url, headers=raw_headers, content=content, extensions={"timeout": self._timeout}
+        )
         try:
             return await self._send(request)
         except BaseException:
@@ -245,7 +284,7 @@ class Upstream:
     async def _send(self, request: httpx.Request) -> httpx.Response:
         try:
             async with asyncio.timeout(self.timeouts.first_byte):
-                return await self.client.send(request, stream=True)
+                return await self.transport.handle_async_request(request)
         except TimeoutError:
             raise UpstreamTimeout(
                 f"The upstream did not answer within {self.timeouts.first_byte:g}s."
@@ -270,7 +309,7 @@ class Upstream:
         every request waiting for a slot. The check reads private pool state; if httpcore
         changes shape it finds nothing, and tests/test_faults_process.py notices.
         """
-        pool = getattr(getattr(self.client, "_transport", None), "_pool", None)
+        pool = getattr(self.transport, "_pool", None)
         connections = getattr(pool, "_connections", None)
         requests = getattr(pool, "_requests", None)
         if not isinstance(connections, list) or not isinstance(requests, list):

@@ -266,11 +266,18 @@ def test_any_body_is_forwarded_intact_or_refused_cleanly(fuzz_proxy, value, muta
     )
     assert r.status_code < 500, r.text[:500]
     event(f"status {r.status_code}")
-    chats = [q for q in fake.requests if q.method == "POST" and q.path == "/v1/chat/completions"]
+    # Forwarded requests carry an x-request-id; summary calls (compact mode asks the upstream
+    # for one, and a late one may land during a later example) carry none.
+    chats = [
+        q
+        for q in fake.requests
+        if q.method == "POST"
+        and q.path == "/v1/chat/completions"
+        and q.header("x-request-id") is not None
+    ]
     if r.status_code == 200:
         assert is_chat_request(parsed), "the proxy forwarded something that is not a chat request"
-        # `compact` may first ask the upstream for a summary of the dropped span.
-        assert len(chats) == 1 or (mode == "compact" and len(chats) == 2)
+        assert len(chats) == 1
         check_forwarded(raw, parsed, chats[-1].body, mode, r.headers["x-shrink-actions"])
         assert int(r.headers["x-shrink-tokens-after"]) >= 0
         return

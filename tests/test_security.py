@@ -55,6 +55,20 @@ def test_inbound_key_without_upstream_key_forwards_no_auth(start_proxy, upstream
     assert upstream.last.header("api-key") is None
 
 
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_upstream_cookies_never_reach_another_client(start_proxy, upstream, transport):
+    """One proxy serves many clients: a session cookie the upstream gave one of them goes back
+    to that client only (the proxy keeps no cookie jar), never out with someone else's request."""
+    url = start_proxy(upstream_transport=transport)
+    first = httpx.get(url + "/v1/models", headers={"x-fake-set-cookie": "session=alice-secret"})
+    assert first.status_code == 200
+    assert first.headers["set-cookie"] == "session=alice-secret"
+    second = httpx.get(url + "/v1/models")
+    assert second.status_code == 200
+    assert upstream.last.header("cookie") is None
+    assert "alice-secret" not in str(upstream.last.headers)
+
+
 def test_sdk_with_inbound_key(keyed):
     with openai.OpenAI(base_url=keyed + "/v1", api_key=KEY, max_retries=0) as c:
         assert c.chat.completions.create(**CHAT).choices[0].message.content

@@ -10,6 +10,7 @@ end-to-end header), so one server serves every test:
   x-fake-chunk-delay: 0.2     pause between SSE chunks
   x-fake-drop-after: 2        drop the connection after N SSE chunks
   x-fake-raw-sse: <text>      send this text verbatim as the SSE body (malformed-SSE tests)
+  x-fake-set-cookie: <value>  GET /v1/models answers with this Set-Cookie header
 """
 
 from __future__ import annotations
@@ -131,8 +132,10 @@ class FakeUpstream:
         early = await self.common(request, rec)
         if early is not None:
             return early
+        cookie = request.headers.get("x-fake-set-cookie")
         return JSONResponse(
-            {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "me"}]}
+            {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "me"}]},
+            headers={"set-cookie": cookie} if cookie else None,
         )
 
     async def echo(self, request: Request) -> Response:
