@@ -48,13 +48,27 @@ ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/")
 
 
+def header(request: Request, name: str, default: str | None = None) -> str | None:
+    """A request header by lower-case name (the first, if sent twice).
+
+    Starlette's `request.headers.get` scans every header per lookup and raises and catches a
+    KeyError for each absent one; a handler asks for half a dozen, mostly absent.
+    """
+    headers = request.scope.get("shrink.headers")
+    if headers is None:
+        headers = request.scope["shrink.headers"] = {
+            k.decode("latin-1"): v.decode("latin-1") for k, v in reversed(request.scope["headers"])
+        }
+    return headers.get(name, default)  # type: ignore[no-any-return]
+
+
 def state_of(request: Request) -> AppState:
     return request.app.state.shrink  # type: ignore[no-any-return]
 
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The whole request body, refusing (413) anything over the limit without reading it all."""
-    declared = request.headers.get("content-length")
+    declared = header(request, "content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(
             f"The request body is {int(declared):,} bytes; the limit is {limit:,}."
@@ -74,9 +88,9 @@ def authorize(request: Request, state: AppState) -> None:
     expected = state.settings.proxy_api_key
     if expected is None:
         return
-    auth = request.headers.get("authorization", "")
+    auth = header(request, "authorization") or ""
     presented = (
-        auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("api-key", "")
+        auth[7:].strip() if auth[:7].lower() == "bearer " else header(request, "api-key") or ""
     )
     if not hmac.compare_digest(presented.encode(), expected.get_secret_value().encode()):
         raise Unauthorized(
@@ -86,7 +100,7 @@ def authorize(request: Request, state: AppState) -> None:
 
 
 def request_id_of(request: Request) -> str:
-    return request.headers.get("x-request-id") or new_request_id()
+    return header(request, "x-request-id") or new_request_id()
 
 
 @router.get("/healthz")
@@ -121,7 +135,7 @@ async def chat_completions(request: Request) -> Response:
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     body = wire.parse_chat(raw)
-    mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings)
+    mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
     model = body.get("model") if isinstance(body.get("model"), str) else None
     window = await served_window(state, model) if mode != "off" else None
     plan = await state.shrinker.plan(body, len(raw), mode, window)
@@ -200,9 +214,7 @@ async def with_summary(plan: Plan, body: dict[str, Any], request: Request, state
         plan.span,
         request_model=model,
         # The client's own key may go to the upstream it was meant for, never to another host.
-        authorization=request.headers.get("authorization")
-        if settings.summary_url is None
-        else None,
+        authorization=header(request, "authorization") if settings.summary_url is None else None,
         max_input_tokens=None if settings.summary_url else own_summary_input(settings, report),
     )
     state.metrics.observe_summary(outcome.source, outcome.latency)
@@ -264,7 +276,7 @@ async def shrink_preview(request: Request) -> Response:
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     body = wire.parse_chat(raw)
-    mode = parse_mode(request.headers.get("x-shrink-mode"), state.settings)
+    mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
     plan = await state.shrinker.plan(body, len(raw), mode)
     return Response(
         orjson.dumps({"messages": plan.messages, "report": report_dict(plan.report)}),
@@ -316,7 +328,7 @@ async def passthrough(request: Request) -> Response:
 
 
 def check_content_type(request: Request) -> None:
-    ctype = request.headers.get("content-type", "").lower()
+    ctype = (header(request, "content-type") or "").lower()
     if ctype.startswith(FORM_TYPES):
         raise UnsupportedMediaType(
             f"Content-Type {ctype.split(';')[0]} is not supported; send the request as "

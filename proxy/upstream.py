@@ -326,25 +326,82 @@ class Upstream:
         """Raw upstream bytes as they arrive; idle gaps longer than the idle timeout raise."""
         chunks = response.aiter_raw()
         idle = self.timeouts.idle
+        watch = IdleWatch(idle)
         try:
             while True:
+                watch.waiting()
                 try:
-                    async with asyncio.timeout(idle):
-                        chunk = await anext(chunks)
+                    chunk = await anext(chunks)
                 except StopAsyncIteration:
                     return
-                except TimeoutError:
-                    raise UpstreamTimeout(
-                        f"The upstream sent nothing for {idle:g}s in the middle of its response."
-                    ) from None
+                except asyncio.CancelledError:
+                    if watch.expired():
+                        raise UpstreamTimeout(
+                            f"The upstream sent nothing for {idle:g}s in the middle of its "
+                            "response."
+                        ) from None
+                    raise
                 except (httpx.HTTPError, aiohttp.ClientError) as exc:
                     raise _failure(exc, "The upstream connection failed mid-response") from None
+                watch.got()
                 yield chunk
         finally:
+            watch.close()
             # A relay cut short (client gone) leaves httpx's generator suspended; close it now.
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+
+class IdleWatch:
+    """The idle timeout of one response body: cancels the reading task when it has waited for
+    the next chunk longer than `idle` seconds.
+
+    `asyncio.timeout` around every chunk cost a timer per chunk (a heap push, a cancelled
+    handle); here one timer re-arms itself about once per `idle` period, and a chunk costs two
+    clock reads. Time the consumer spends elsewhere (a slow client) is never counted.
+    """
+
+    __slots__ = ("_handle", "_idle", "_loop", "_since", "_task", "fired")
+
+    def __init__(self, idle: float):
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._idle = idle
+        self._since: float | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self.fired = False
+
+    def waiting(self) -> None:
+        self._since = self._loop.time()
+        if self._handle is None:
+            self._handle = self._loop.call_at(self._since + self._idle, self._check)
+
+    def got(self) -> None:
+        self._since = None
+
+    def _check(self) -> None:
+        self._handle = None
+        if self._since is None:
+            return  # not waiting: the next wait arms a new timer
+        due = self._since + self._idle
+        if self._loop.time() >= due and self._task is not None:
+            self.fired = True
+            self._task.cancel()
+        else:
+            self._handle = self._loop.call_at(due, self._check)
+
+    def expired(self) -> bool:
+        """Inside `except CancelledError`: True (and the cancel undone) if the timeout caused it."""
+        if self.fired and self._task is not None:
+            self._task.uncancel()
+            return True
+        return False
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 async def _close_all(connections: list[Any]) -> None:
