@@ -179,18 +179,19 @@ class Settings(BaseSettings):
         4, ge=0, le=1000, description="The last N messages are never trimmed away."
     )
     trim_step: float = Field(
-        0.75,
+        0.8,
         gt=0,
         le=1,
-        description="Cut points sit at multiples of this share of the budget in the running "
-        "token sum: larger means rarer, deeper cuts and fewer prompt-cache misses.",
+        description="When trimmed history must be cut again, the cut leaves this share of the "
+        "budget free for the turns to come: larger means rarer, deeper cuts and fewer "
+        "prompt-cache misses.",
     )
     facts_tokens: int = Field(
         400,
         ge=0,
         description="When history is trimmed, the marker lists the dropped messages' key lines "
         "verbatim (errors, test outcomes, commands, paths, versions) in up to this many tokens "
-        "(at most a twentieth of the window). 0 turns the list off.",
+        "(at most an eightieth of the window). 0 turns the list off.",
     )
     stream_usage: bool = Field(
         True,

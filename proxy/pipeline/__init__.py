@@ -53,7 +53,12 @@ class _Context:
     fixed: int
     memo: CompactMemo | None
     report: Report
-    room: int  # tokens stage 2 may fill with messages
+    room: int  # tokens stage 2 may fill with messages (and in trim mode the facts note)
+    grid_room: int  # tokens the sticky grid's step is a share of
+    facts_tokens: int  # room for the dropped span's key lines under the marker
+    # True: the facts are part of each cut's marker as stage 2 weighs it; False (compact mode):
+    # a fixed room is reserved for the summary, and the facts are listed after the cut.
+    facts_in_cut: bool
     span: list[Message] = field(default_factory=list)
     marker_index: int | None = None
 
@@ -80,10 +85,20 @@ def shrink(
     before = _total(messages, counter, fixed_tokens)
     report.tokens_before = report.tokens_after = before
     room = budget.prompt - fixed_tokens - REPLY_PRIMING
-    # Leave room for what will stand in for the dropped span: its key facts under the marker,
-    # or in compact mode the summary that replaces the marker.
-    room -= max(policy.facts_tokens, policy.summary_tokens if mode == "compact" else 0)
-    ctx = _Context(budget, counter, policy, fixed_tokens, memo, report, room)
+    facts_tokens = facts_room(policy, budget.window)
+    if mode == "compact":
+        # Leave room for the summary that replaces the marker (and its facts) on the way out.
+        room -= max(facts_tokens, policy.summary_tokens)
+        ctx = _Context(
+            budget, counter, policy, fixed_tokens, memo, report, room, room, facts_tokens, False
+        )
+    else:
+        # The facts under the marker cost what they take: each cut is weighed with its own list
+        # (stage 2's note), and the grid is a share of the whole room, so listing facts does not
+        # move the candidate cuts; it only makes a cut too big a little sooner.
+        ctx = _Context(
+            budget, counter, policy, fixed_tokens, memo, report, room, room, facts_tokens, True
+        )
     out = list(messages)
     for stage in STAGES[mode]:
         if stage is _trim and _total(out, counter, fixed_tokens) <= budget.prompt:
@@ -201,11 +216,26 @@ def _compact(
 def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     """Stages 2 and 3: drop old history at a sticky cut; last resort, cut the newest turn."""
     counter, report = ctx.counter, ctx.report
+    note = None
+    if ctx.facts_in_cut and ctx.facts_tokens > 0:
+        p = pinned_count(messages)
+
+        def note(k: int) -> str:
+            return _facts_text(messages[p:k], ctx)
+
     result = trim_history(
-        messages, ctx.room, counter.count_message, ctx.policy, count_text=counter.count_text
+        messages,
+        ctx.room,
+        counter.count_message,
+        ctx.policy,
+        count_text=counter.count_text,
+        note=note,
+        grid_budget=ctx.grid_room,
     )
     if result is None:
         return messages
+    if result.note:
+        report.count("facts", result.note.count("\n- "))
     if result.dropped_messages and not result.shrunk:
         p = pinned_count(messages)
         ctx.marker_index = p
@@ -238,27 +268,46 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     return result.messages
 
 
-def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
-    """Under the trim marker, list the dropped span's key lines verbatim (deterministic, so the
-    marker is as stable as the cut; a summary later replaces marker and list together)."""
-    i, budget = ctx.marker_index, ctx.policy.facts_tokens
-    if i is None or not ctx.span or budget <= 0:
-        return messages
-    facts = _span_facts(ctx.span, ctx.memo)
+def facts_room(policy: Policy, window: int) -> int:
+    """Tokens the facts under the marker may take: `facts_tokens`, and at most a share of the
+    window, so on a small window the list does not crowd out the history it stands for."""
+    if policy.facts_window_share <= 0:
+        return max(policy.facts_tokens, 0)
+    return max(min(policy.facts_tokens, window // policy.facts_window_share), 0)
+
+
+def _facts_text(span: list[Message], ctx: _Context) -> str:
+    """The dropped span's key lines, verbatim, as listed under the marker ("" when none fit).
+
+    Deterministic in the span alone, so the marker is as stable as the cut; a summary later
+    replaces marker and list together."""
+    budget = ctx.facts_tokens
+    if not span or budget <= 0:
+        return ""
     bullets: list[str] = []
     used = ctx.counter.count_text(FACTS_INTRO)
-    for fact in facts:
+    for fact in _span_facts(span, ctx.memo):
         cost = ctx.counter.count_text(fact) + 2
         if used + cost > budget:
             continue
         bullets.append(f"- {fact}")
         used += cost
-    if not bullets:
+    return f"{FACTS_INTRO}\n" + "\n".join(bullets) if bullets else ""
+
+
+def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
+    """Compact mode: list the span's key lines under the marker, in the room reserved for the
+    summary that will replace them (trim mode lists them in stage 2, with the cut)."""
+    i = ctx.marker_index
+    if i is None or ctx.facts_in_cut:
+        return messages
+    text = _facts_text(ctx.span, ctx)
+    if not text:
         return messages
     marker = messages[i]
     out = list(messages)
-    out[i] = {**marker, "content": f"{marker['content']}\n{FACTS_INTRO}\n" + "\n".join(bullets)}
-    ctx.report.count("facts", len(bullets))
+    out[i] = {**marker, "content": f"{marker['content']}\n{text}"}
+    ctx.report.count("facts", text.count("\n- "))
     return out
 
 

@@ -28,8 +28,15 @@ MAX_SCAN_CHARS = 200_000
 # then the room left goes to the remaining facts in the same order. The per-message cap always
 # holds: one 300-line pytest run or one `npm view versions` listing cannot take every slot.
 CATEGORIES: dict[str, tuple[int, int]] = {
-    "outcomes": (6, 2),  # how a run ended: test summary lines, the exception ending a traceback
+    # How each command ended, one line per tool result: its last outcome line (a test-run
+    # summary, the exception ending a traceback), else its last error line.
+    "verdicts": (12, 1),
+    "outcomes": (6, 2),  # the other outcome lines
     "errors": (10, 4),
+    # The last line of a command's output when it reads like a status ("151 CA certificates
+    # loaded", "Successfully built ...") and is not its verdict.
+    "statuses": (8, 1),
+    "successes": (6, 2),  # Successfully installed/built ..., added 12 packages, 3 files changed
     "commands": (8, 8),
     "paths": (8, 6),
     "versions": (4, 3),
@@ -65,7 +72,8 @@ _UNIT = re.compile(
 )
 _ERROR = re.compile(
     r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b(?::(?!:)|$)"  # ValueError: ...
-    r"|\bFAILED\b|^ERROR\b|\b(?:fatal )?(?:error|Error|ERROR)(?:\[\w+\])?:|^Error\b|^fatal:|^E: "
+    r"|\bFAILED\b|^ERROR\b|\b(?:fatal )?(?:error|Error|ERROR)(?:\[\w+\])?:(?!:)"  # not error::X
+    r"|^Error\b|^fatal:|^E: "
     r"|^npm (?:ERR!|error) +\S|^make(?:\[\d+\])?: \*\*\*"
     r"|\b(?:No such file or directory|Permission denied|command not found|Segmentation fault"
     r"|undefined reference to)\b"
@@ -74,6 +82,23 @@ _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
     r"(?: =+)?$"
 )
+_SUCCESS = re.compile(
+    r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
+    r"|(?:added|removed|changed|updated) \d+ packages?\b"  # npm
+    r"|\d+ files? changed\b)"  # git
+)
+# Trailing lines that say nothing about how a command went: exit-status footers added by agent
+# frameworks, package managers' upgrade notices, shrink-proxy's own omission markers.
+_FOOTER = re.compile(
+    r"^\[?(?:exit(?:ed)?(?: with)? ?(?:code|status)|return ?code|process exited with code)"
+    r"\s*[:=]?\s*-?\d+\]?\.?$"
+    r"|^\[notice\]|^npm notice\b|^\[\.\.\. .* omitted by shrink-proxy \.\.\.\]$",
+    re.I,
+)
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z][.,:;!?]?")  # a word of prose, not a path
+_NOT_STATUS = re.compile(
+    r"[-+|@<>{}\[\]()\"'#]|[dlcbps-][rwxsStT-]{9}"
+)  # diffs, tables, code, ls -l
 _LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
 _NOT_IDENTIFIERS = frozenset({"None", "True", "False", "null", "true", "false", "self", "cls"})
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
@@ -147,10 +172,11 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-def _error_lines(text: str) -> Iterator[tuple[bool, str]]:
-    """(is outcome, line) for lines that report an error or how a run ended.
+def _error_lines(text: str) -> Iterator[tuple[str, str]]:
+    """(category, line) for lines that report an error or how a run ended.
 
-    Outcomes are test-run summary lines and the last line of each Python traceback.
+    Categories: "outcomes" (test-run summary lines and the last line of each Python traceback),
+    "successes" (a package manager's or VCS's closing line) and "errors".
     """
     in_traceback = False
     for line in text.splitlines():
@@ -161,21 +187,56 @@ def _error_lines(text: str) -> Iterator[tuple[bool, str]]:
             if line[:1].isspace() or stripped.startswith("[..."):
                 continue
             in_traceback = False
-            yield True, stripped
+            yield "outcomes", stripped
             continue
         if stripped.startswith("Traceback (most recent call last)"):
             in_traceback = True
             continue
         outcome = _OUTCOME.match(stripped)
         if outcome:
-            yield True, outcome.group(1)
+            yield "outcomes", outcome.group(1)
+            continue
+        if _SUCCESS.match(stripped):
+            yield "successes", stripped
             continue
         code = stripped.lstrip("+-> ")  # diff and quote prefixes
         if _LISTING.match(line) or stripped.startswith("@@") or code.startswith(_CODE_START):
             continue
         if _ERROR.search(stripped):
             # pytest's "E   " prefix would hide that the line repeats a FAILED summary line.
-            yield False, _PYTEST_E.sub("", _PROGRESS.sub("", stripped))
+            yield "errors", _PYTEST_E.sub("", _PROGRESS.sub("", stripped))
+
+
+def _status_line(text: str) -> str | None:
+    """The last line of a command's output when it reads like a status ("151 CA certificates
+    loaded", "No broken requirements found."): footers, notices and bare punctuation skipped;
+    source listings, `ls -l` rows and single tokens are not statuses."""
+    lines = text.splitlines()
+    if sum(bool(line.strip()) for line in lines) < 2:
+        return None  # a one-line result is a confirmation ("Edited x.py"), not a run's status
+    for line in reversed(lines[-12:]):
+        stripped = line.strip()
+        if not stripped or _FOOTER.search(stripped) or not any(c.isalnum() for c in stripped):
+            continue
+        if _LISTING.match(line) or line[:1].isspace() or stripped.startswith(_CODE_START):
+            return None
+        if sum(bool(_WORD.fullmatch(w)) for w in stripped.split()) < 2 or _NOT_STATUS.match(
+            stripped
+        ):
+            return None
+        return stripped
+    return None
+
+
+def _verdict(text: str) -> str | None:
+    """How one command's output ended: its last outcome line, else its last error line."""
+    outcome = error = None
+    for category, line in _error_lines(text):
+        if category == "outcomes":
+            outcome = line
+        elif category == "errors":
+            error = line
+    return outcome or error
 
 
 def _paths(text: str) -> Iterator[str]:
@@ -207,6 +268,12 @@ def _candidates(message: Any) -> dict[str, list[str]]:
     """Every fact of one message by category, in order of appearance (duplicates included)."""
     found: dict[str, list[str]] = {c: [] for c in CATEGORIES}
     texts = [_scan_window(t) for t in _texts(message)]
+    if message.get("role") in ("tool", "function") and texts:
+        verdict, status = _verdict(texts[-1]), _status_line(texts[-1])
+        if verdict:
+            found["verdicts"].append(verdict)
+        if status and not (verdict and verdict in status):
+            found["statuses"].append(status)
     for args, raw in _calls(message):
         if isinstance(args, dict):
             for key in COMMAND_KEYS:
@@ -220,8 +287,8 @@ def _candidates(message: Any) -> dict[str, list[str]]:
         else:
             texts.append(_scan_window(raw))
     for text in texts:
-        for is_outcome, line in _error_lines(text):
-            found["outcomes" if is_outcome else "errors"].append(line)
+        for category, line in _error_lines(text):
+            found[category].append(line)
         found["commands"].extend(m.group(1) for m in _DOLLAR.finditer(text))
         found["paths"].extend(_paths(text))
         found["versions"].extend(m.group(0) for m in _VERSION.finditer(text))

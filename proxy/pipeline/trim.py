@@ -1,11 +1,16 @@
 """History trimming (stage 2) with a sticky cut, and the last resort (stage 3).
 
 Agents resend the whole history every turn and backends reuse a cached prefix only when a request
-starts with exactly the same tokens as the previous one. So the cut must not move every turn: the
-candidate cut points sit where the running token sum of the history crosses multiples of a step
-(`policy.trim_step * budget`). That sum depends only on the messages before the point, and history
-is append-only, so every turn (and every stateless replica) sees the same candidates and keeps the
-same cut until the kept tail outgrows the budget, about once per step of growth.
+starts with exactly the same tokens as the previous one. So the cut must not move every turn, and
+a stateless proxy (or several replicas) must agree on it. The cut is found by replaying the
+conversation: every prefix of the history is weighed as if it had been a request; the cut stays
+while it fits, and when it no longer does it moves as deep as it must to leave `trim_step` of the
+budget free (hysteresis). A prefix's replay depends on that prefix alone and history only grows,
+so every later turn arrives at the same cut until the kept tail has grown by about `trim_step` of
+the budget. The cut's marker may list key lines of the span it drops (`note`); the marker is
+weighed with them, so the list costs exactly its size and never changes while the cut holds.
+When the replayed cut cannot fit (the newest messages alone are too big), candidate cuts where
+the running token sum crosses multiples of a step (a sticky grid) are tried, then stage 3.
 
 Pure: no I/O, inputs are never mutated, unchanged messages are returned as the same dict objects.
 """
@@ -20,6 +25,7 @@ from proxy.pipeline.units import group_units, pinned_count, role_of
 
 CountMessage = Callable[[Message], int]
 CountText = Callable[[str], int]
+Note = Callable[[int], str]
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class TrimResult:
     tokens_before: int = 0
     tokens_after: int = 0
     shrunk: tuple[Shrunk, ...] = field(default_factory=tuple)  # stage 3 only
+    note: str = ""  # what `note` listed under the marker
 
 
 def omitted_marker_text(messages: int, tokens: int) -> str:
@@ -65,25 +72,84 @@ def _latest_user(messages: list[Message]) -> int | None:
     return None
 
 
+def _grid(sums: list[int], step: int) -> list[int]:
+    """Units where the running history sum first reaches each multiple of `step`."""
+    points: list[int] = []
+    j = 1
+    for b in range(1, len(sums)):
+        if sums[b] >= j * step:
+            points.append(b)
+            j = sums[b] // step + 1
+    return points
+
+
 def _candidates(starts: list[int], sums: list[int], step: int, limit: int) -> list[int]:
-    """Unit indices to try, best first: sticky then fine within `limit`, then the rest.
+    """Unit indices to try, best first: the sticky grid, then finer grids, then the rest within
+    `limit`; then everything beyond it.
 
     starts[b] is the message index where unit b begins; sums[b] the history tokens before it.
-    Unit 0 (no cut) is never a candidate and the last unit is always kept.
+    Unit 0 (no cut) is never a candidate and the last unit is always kept. When no point of the
+    grid fits within `limit` (the next one falls among the newest messages), the halved grids
+    still offer a few sticky points before single units are tried one by one (each of those
+    would move the cut on every turn while the coarse grid catches up).
     """
-    sticky: list[int] = []
-    j = 1
-    for b in range(1, len(starts)):
-        if sums[b] >= j * step:
-            sticky.append(b)
-            j = sums[b] // step + 1
-    sticky_set = set(sticky)
-    rest = [b for b in range(1, len(starts)) if b not in sticky_set]
-    return (
-        [b for b in sticky if starts[b] <= limit]
-        + [b for b in rest if starts[b] <= limit]
-        + [b for b in range(1, len(starts)) if starts[b] > limit]
-    )
+    order: list[int] = []
+    seen: set[int] = set()
+    level = step
+    for _ in range(3):
+        for b in _grid(sums, level):
+            if b not in seen and starts[b] <= limit:
+                order.append(b)
+                seen.add(b)
+        level = max(1, level // 2)
+    rest = range(1, len(starts))
+    order += [b for b in rest if b not in seen and starts[b] <= limit]
+    return order + [b for b in rest if starts[b] > limit]
+
+
+def _replay_cut(
+    length: int,
+    prefix: list[int],
+    p: int,
+    starts: list[int],
+    budget: int,
+    policy: Policy,
+    weigh: Callable[[int, bool], tuple[int, Message | None, str]],
+    noted: bool,
+) -> int | None:
+    """The cut a forward replay of the conversation arrives at: the unit index, or None.
+
+    Every prefix of the history is replayed as if it had been a request. While the current cut
+    fits a prefix it stays; when it no longer fits, the cut moves as deep as it must to leave
+    `trim_step` of the budget free for the turns to come (deeper only when the newest
+    `keep_last` messages demand it). A prefix's replay depends on that prefix alone, and
+    history only grows, so every later request (and every replica) arrives at the same cut
+    until the history has grown by about `trim_step` of the budget: hysteresis without state.
+    """
+    total_all = prefix[-1]
+    target = budget - int(policy.trim_step * budget)
+    keep = max(policy.keep_last, 0)
+
+    def kept(b: int, n: int, with_note: bool) -> int:
+        if b == 0:
+            return prefix[n]
+        return weigh(b, with_note)[0] - (total_all - prefix[n])
+
+    cut = 0
+    for n in range(p + 1, length + 1):
+        if kept(cut, n, noted) <= budget:
+            continue
+        allowed = [b for b in range(cut + 1, len(starts)) if starts[b] <= n - keep]
+        best = None
+        for b in allowed:
+            if kept(b, n, False) <= target and kept(b, n, noted) <= target:
+                best = b
+                break
+        if best is None:
+            best = next((b for b in reversed(allowed) if kept(b, n, noted) <= budget), None)
+        if best is not None:
+            cut = best
+    return cut or None
 
 
 def trim_history(
@@ -93,11 +159,19 @@ def trim_history(
     policy: Policy,
     *,
     count_text: CountText | None = None,
+    note: Note | None = None,
+    grid_budget: int | None = None,
 ) -> TrimResult | None:
     """Drop the oldest history at a sticky cut so the messages fit `budget`; None if they fit.
 
     `count_text` counts bare text for stage 3; without it the text is counted as a message
     (a few tokens of overhead too many, which only makes stage 3 cut a little deeper).
+    `note(k)` is text listed under the marker of a cut at message k (the key lines of the span
+    it drops); a cut fits only with its note, whose size is then exactly what it costs, so no
+    room is set aside for notes that do not need it. Only when no cut fits with its note are
+    cuts tried without one. The note must depend on messages[:k] alone, as the grid does: then
+    a cut that fits keeps fitting with the same marker until the kept tail outgrows the budget.
+    `grid_budget` (default `budget`) sizes the step of the sticky grid.
     """
     counts = [count(m) for m in messages]
     total = sum(counts)
@@ -138,13 +212,43 @@ def trim_history(
         extra += [messages[carried]] if carried is not None else []
         return [*messages[:p], *extra, *messages[k:]]
 
-    step = max(1, int(policy.trim_step * budget))
+    weighed: dict[tuple[int, bool], tuple[int, Message | None, str]] = {}
+
+    def weigh(b: int, noted: bool) -> tuple[int, Message | None, str]:
+        """Tokens a cut at unit b keeps of the whole request, with its marker and its note."""
+        noted = noted and note is not None
+        if (b, noted) not in weighed:
+            _, _, _, marker, tokens = plan(b)
+            text = note(starts[b]) if noted and note is not None and marker is not None else ""
+            if text and marker is not None:
+                noted_marker = {**marker, "content": f"{marker['content']}\n{text}"}
+                tokens += count(noted_marker) - count(marker)
+                marker = noted_marker
+            weighed[b, noted] = tokens, marker, text
+        return weighed[b, noted]
+
+    step = max(1, int(policy.trim_step * (budget if grid_budget is None else grid_budget)))
     limit = len(messages) - max(policy.keep_last, 0)
-    for b in _candidates(starts, sums, step, limit):
-        n_dropped, t_dropped, carried, marker, tokens = plan(b)
-        if tokens <= budget:
+    # The replayed cut fits by construction; the grid is the fallback (e.g. when the newest
+    # messages alone outgrow the budget).
+    replayed = _replay_cut(
+        len(messages), prefix, p, starts, budget, policy, weigh, note is not None
+    )
+    candidates = _candidates(starts, sums, step, limit)
+    if replayed is not None:
+        candidates = [replayed, *candidates]
+    for noted in (True, False) if note is not None else (False,):
+        for b in candidates:
+            n_dropped, t_dropped, carried, marker, tokens = plan(b)
+            if tokens > budget:
+                continue  # a note only adds: no need to make one
+            tokens, marker, text = weigh(b, noted)
+            if tokens > budget:
+                continue
             out = assemble(starts[b], carried, marker)
-            return TrimResult(out, n_dropped, t_dropped, starts[b], carried, True, total, tokens)
+            return TrimResult(
+                out, n_dropped, t_dropped, starts[b], carried, True, total, tokens, note=text
+            )
 
     # Stage 3: the smallest kept set still does not fit. Cut at the last unit unless the marker
     # would cost more than what it replaces (then nothing is dropped), and shrink the largest texts.

@@ -39,9 +39,10 @@ class Policy:
     # max_tokens between turns does not change how results are cut.
     tool_window_share: int = 20
     keep_last: int = 4
-    # Candidate cut points sit where the running token sum of the history crosses multiples of
-    # trim_step * budget: the larger the step, the rarer (and deeper) a cut that moves.
-    trim_step: float = 0.75
+    # When the cut must move, it moves deep enough to leave trim_step of the budget free for
+    # the turns to come: the larger, the rarer (and deeper) a move. Also the step of the
+    # fallback grid of cut points (stage 2, proxy.pipeline.trim).
+    trim_step: float = 0.8
     marker_role: Literal["system", "user"] = "system"
     mode: Mode = "auto"
     # Room stage 2 leaves for the summary that replaces its marker in compact mode.
@@ -49,6 +50,11 @@ class Policy:
     # Room for the key facts of the dropped span (errors, outcomes, commands...) listed under the
     # trim marker, so dropped history still leaves its essentials behind; 0 turns it off.
     facts_tokens: int = 400
+    # ... and at most window / facts_window_share (0: no cap). The list is weighed with the cut
+    # that makes it and stays as long as the cut, so what it takes the kept history cannot
+    # grow into: at 8k, 100 tokens of facts keep dev breaks at 3/188, 150 cost a 4th
+    # (bench/README.md, prefix).
+    facts_window_share: int = 80
 
 
 @dataclass
