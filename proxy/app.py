@@ -100,7 +100,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         upstream = build_upstream(settings)
         tokenizers = build_tokenizers(settings)
         # Load the encodings now (a file read each), not on the first request.
-        for name in ("cl100k_base", "o200k_base"):
+        named = [*settings.model_windows, *filter(None, [settings.summary_model])]
+        for name in tokenizers.startup_encodings(named):
             await anyio.to_thread.run_sync(tokenizers.for_encoding, name)
         summarizer = build_summarizer(settings, upstream.client)
         discovery = build_discovery(settings, upstream)

@@ -107,11 +107,15 @@ class Shrinker:
     async def plan(
         self, body: dict[str, Any], raw_size: int, mode: Mode, window: int | None = None
     ) -> Plan:
-        if raw_size < THREAD_THRESHOLD or self._mostly_seen(body):
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        # An encoding not loaded yet is read and built first (tens of ms): never on the loop.
+        inline = self.tokenizers.loaded(model) and (
+            raw_size < THREAD_THRESHOLD or self._mostly_seen(body, model)
+        )
+        if inline:
             return self.plan_sync(body, mode, window)
         return await anyio.to_thread.run_sync(self.plan_sync, body, mode, window)
 
-    def _mostly_seen(self, body: dict[str, Any]) -> bool:
-        model = body.get("model") if isinstance(body.get("model"), str) else None
+    def _mostly_seen(self, body: dict[str, Any], model: str | None) -> bool:
         counter = self.tokenizers.for_model(model)
         return counter.uncached_chars(body["messages"], THREAD_THRESHOLD) < THREAD_THRESHOLD

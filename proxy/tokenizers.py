@@ -116,7 +116,22 @@ class Tokenizers:
 
     def for_model(self, model: str | None) -> TokenCounter:
         """The counter for `model` (the override wins); loads its encoding on first use."""
-        return self.for_encoding(self._override or encoding_for_model(model))
+        return self.for_encoding(self.encoding_name(model))
+
+    def encoding_name(self, model: str | None) -> str:
+        return self._override or encoding_for_model(model)
+
+    def loaded(self, model: str | None) -> bool:
+        """Whether `for_model(model)` returns at once (no file to read and build first)."""
+        return self.encoding_name(model) in self._counters
+
+    def startup_encodings(self, models: list[str]) -> list[str]:
+        """What to load before serving: the override alone, or cl100k_base (every model we do
+        not know) and the encodings of the models the settings name. Others load on first use,
+        off the event loop; each costs 40-70 MB of memory, so none is loaded for nothing."""
+        if self._override:
+            return [self._override]
+        return sorted({CL100K, *(encoding_for_model(m) for m in models)})
 
     def for_encoding(self, name: str) -> TokenCounter:
         counter = self._counters.get(name)
@@ -176,12 +191,17 @@ class Tokenizers:
                 if hashlib.sha256(data).hexdigest() != spec.sha256:
                     raise ValueError(f"downloaded {spec.url} does not match its sha256")
                 _write_atomic(path, data)
-            return tiktoken.Encoding(
+            encoding = tiktoken.Encoding(
                 name,
                 pat_str=spec.pat_str,
                 mergeable_ranks=_parse_bpe(data),
                 special_tokens=dict(spec.special_tokens),
             )
+            # The Rust core holds its own copy of the ranks; tiktoken keeps the Python dict only
+            # to pickle the encoding, which we never do. Dropping it frees 13 MB (cl100k_base)
+            # and 26 MB (o200k_base) per process.
+            encoding._mergeable_ranks = {}
+            return encoding
         if self._cache_dir is not None and not self._allow_download:
             if spec is None:
                 raise LookupError(f"no offline loader for encoding {name!r}")

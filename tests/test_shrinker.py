@@ -40,6 +40,7 @@ def conversation(seed: str, tool_bytes: int) -> dict[str, Any]:
 class Recording(Shrinker):
     def __init__(self) -> None:
         super().__init__(Settings(context_window=16384), Tokenizers())
+        self.tokenizers.for_encoding("cl100k_base")  # as the app's startup does
         self.threads: list[bool] = []
 
     def plan_sync(self, body, mode, window=None):  # type: ignore[no-untyped-def]
@@ -80,3 +81,36 @@ def test_small_bodies_never_leave_the_event_loop() -> None:
     body = conversation("a", 2048)
     asyncio.run(shrinker.plan(body, 3000, "trim"))
     assert shrinker.threads == [True]
+
+
+def test_an_encoding_not_loaded_yet_is_loaded_off_the_event_loop() -> None:
+    """o200k_base is loaded on first use (startup loads only what the settings name): that
+    first request is planned in a thread, later ones inline."""
+    shrinker = Recording()
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    assert not shrinker.tokenizers.loaded("gpt-4o")
+
+    async def run() -> None:
+        await shrinker.plan(body, 100, "trim")
+        await shrinker.plan(body, 100, "trim")
+
+    asyncio.run(run())
+    assert shrinker.threads == [False, True]
+    assert shrinker.tokenizers.loaded("gpt-4o")
+
+
+def test_startup_loads_what_the_settings_name() -> None:
+    tk = Tokenizers()
+    assert tk.startup_encodings([]) == ["cl100k_base"]
+    assert tk.startup_encodings(["gpt-4o", "qwen2.5-coder"]) == ["cl100k_base", "o200k_base"]
+    assert Tokenizers(override="o200k_base").startup_encodings(["qwen"]) == ["o200k_base"]
+
+
+def test_loaded_encodings_still_count_exactly() -> None:
+    """The Python copy of the ranks is dropped after loading; counting uses the Rust core."""
+    counter = Tokenizers().for_model("gpt-4o")
+    assert counter.exact
+    assert counter.count_text("hello world, this is shrink-proxy") == len(
+        counter.encoding.encode_ordinary("hello world, this is shrink-proxy")
+    )
+    assert counter.encoding.decode(counter.encoding.encode_ordinary("tiktoken")) == "tiktoken"
