@@ -219,7 +219,7 @@ def serve(settings: Settings) -> int:
     import uvicorn
 
     from proxy import logs
-    from proxy.app import create_app
+    from proxy.app import create_app, settle_heap
 
     logs.configure(settings.log_level, settings.log_format)
     log.info(
@@ -259,5 +259,7 @@ def serve(settings: Settings) -> int:
         export_settings(settings)
         uvicorn.run("proxy.app:create_worker_app", factory=True, workers=settings.workers, **common)
     else:
-        uvicorn.run(create_app(settings), **common)
+        app = create_app(settings)
+        settle_heap()
+        uvicorn.run(app, **common)
     return 0

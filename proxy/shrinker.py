@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Any
 
 import anyio
 
 from proxy import wire
 from proxy.errors import InvalidRequest
-from proxy.pipeline import Plan, Policy, compute_budget, shrink
-from proxy.pipeline.compact import Compacted
+from proxy.pipeline import CallCounter, Plan, Policy, compute_budget, shrink
 from proxy.pipeline.summary import summary_room
 from proxy.pipeline.types import Mode
 from proxy.settings import Settings
@@ -31,7 +31,7 @@ MODES: tuple[Mode, ...] = ("auto", "off", "tools", "trim", "compact")
 THREAD_THRESHOLD = 32 * 1024
 
 
-class CompactMemo(OrderedDict[tuple[bytes, int], Compacted | None]):
+class CompactMemo(OrderedDict[Hashable, Any]):
     """A bounded, thread-safe LRU for stage-1 results (agents resend the same tool output)."""
 
     def __init__(self, capacity: int):
@@ -39,13 +39,13 @@ class CompactMemo(OrderedDict[tuple[bytes, int], Compacted | None]):
         self.capacity = capacity
         self.lock = threading.Lock()
 
-    def __getitem__(self, key: tuple[bytes, int]) -> Compacted | None:
+    def __getitem__(self, key: Hashable) -> Any:
         with self.lock:
             value = super().__getitem__(key)
             self.move_to_end(key)
             return value
 
-    def __setitem__(self, key: tuple[bytes, int], value: Compacted | None) -> None:
+    def __setitem__(self, key: Hashable, value: Any) -> None:
         with self.lock:
             super().__setitem__(key, value)
             if len(self) > self.capacity:
@@ -82,25 +82,32 @@ class Shrinker:
         )
         self.memo = CompactMemo(4096)
 
-    def plan_sync(self, body: dict[str, Any], mode: Mode, window: int | None = None) -> Plan:
-        """`window`: the served window when known (discovered, or stated by an overflow error)."""
+    def plan_sync(
+        self,
+        body: dict[str, Any],
+        mode: Mode,
+        window: int | None = None,
+        counter: CallCounter | None = None,
+    ) -> Plan:
+        """`window`: the served window when known (discovered, or stated by an overflow error).
+        `counter`: counts already looked up for this request (see `plan`)."""
         s = self.settings
         model = body.get("model") if isinstance(body.get("model"), str) else None
-        counter = self.tokenizers.for_model(model)
+        tokens = self.tokenizers.for_model(model)
         budget = compute_budget(
             window or s.window_for(model),
             wire.requested_completion_tokens(body),
             default_reserve=s.completion_reserve,
             floor=s.min_prompt_budget,
-            margin_share=s.safety_margin if counter.exact else s.estimate_safety_margin,
+            margin_share=s.safety_margin if tokens.exact else s.estimate_safety_margin,
         )
         return shrink(
             body["messages"],
             budget=budget,
-            counter=counter,
+            counter=counter or CallCounter(tokens),
             policy=self.policy,
             mode=mode,
-            fixed_tokens=counter.count_tools(body.get("tools")),
+            fixed_tokens=tokens.count_tools(body.get("tools")),
             memo=self.memo,
         )
 
@@ -109,13 +116,28 @@ class Shrinker:
     ) -> Plan:
         model = body.get("model") if isinstance(body.get("model"), str) else None
         # An encoding not loaded yet is read and built first (tens of ms): never on the loop.
-        inline = self.tokenizers.loaded(model) and (
-            raw_size < THREAD_THRESHOLD or self._mostly_seen(body, model)
-        )
-        if inline:
+        if not self.tokenizers.loaded(model):
+            return await anyio.to_thread.run_sync(self.plan_sync, body, mode, window)
+        if raw_size < THREAD_THRESHOLD:
             return self.plan_sync(body, mode, window)
-        return await anyio.to_thread.run_sync(self.plan_sync, body, mode, window)
+        counter, new_chars = self._look_up(body["messages"], model)
+        if new_chars < THREAD_THRESHOLD:
+            return self.plan_sync(body, mode, window, counter)
+        return await anyio.to_thread.run_sync(self.plan_sync, body, mode, window, counter)
 
-    def _mostly_seen(self, body: dict[str, Any], model: str | None) -> bool:
-        counter = self.tokenizers.for_model(model)
-        return counter.uncached_chars(body["messages"], THREAD_THRESHOLD) < THREAD_THRESHOLD
+    def _look_up(self, messages: list[Any], model: str | None) -> tuple[CallCounter, int]:
+        """The cached counts of `messages`, and roughly how much of their text has none (string
+        lengths, up to THREAD_THRESHOLD): a warm request, however long, has little."""
+        tokens = self.tokenizers.for_model(model)
+        counter = CallCounter(tokens)
+        new_chars = 0
+        for m in messages:
+            n = tokens.cached_count(m)
+            if n is not None:
+                counter.remember(m, n)
+                continue
+            content = m.get("content")
+            new_chars += len(content) if isinstance(content, str) else len(str(content))
+            if new_chars >= THREAD_THRESHOLD:
+                break
+        return counter, new_chars

@@ -216,21 +216,17 @@ class TokenCounter:
         text = _as_text(tools)
         return self._cached(text_key(text, "tools"), lambda: self._len(text))
 
-    def uncached_chars(self, messages: Sequence[Any], stop_at: int) -> int:
-        """Roughly how much text of `messages` has no cached count (string lengths), counting
-        no further than `stop_at`. Tells a warm request (a few new messages: cheap, run it
-        inline) from a cold one (worth a worker thread) before any encoding is done."""
-        total = 0
-        for m in messages:
-            key = _message_key(m)
-            with self._lock:
-                if key in self._cache:
-                    continue
-            content = m.get("content") if isinstance(m, Mapping) else None
-            total += len(content) if isinstance(content, str) else len(_as_text(m))
-            if total >= stop_at:
-                break
-        return total
+    def cached_count(self, message: Any) -> int | None:
+        """The message's count if it is in the cache (a hit, as for `count_message`), else None.
+        Lets the edge tell a warm request from a cold one without encoding anything."""
+        key = _message_key(message)
+        with self._lock:
+            n = self._cache.get(key)
+            if n is None:
+                return None
+            self._cache.move_to_end(key)
+            self._hits += 1
+            return n
 
     def cache_info(self) -> CacheInfo:
         with self._lock:

@@ -43,9 +43,9 @@ class Recording(Shrinker):
         self.tokenizers.for_encoding("cl100k_base")  # as the app's startup does
         self.threads: list[bool] = []
 
-    def plan_sync(self, body, mode, window=None):  # type: ignore[no-untyped-def]
+    def plan_sync(self, body, mode, window=None, counter=None):  # type: ignore[no-untyped-def]
         self.threads.append(threading.current_thread() is threading.main_thread())
-        return super().plan_sync(body, mode, window)
+        return super().plan_sync(body, mode, window, counter)
 
 
 def test_large_new_text_goes_to_a_thread_then_inline_once_seen() -> None:
@@ -114,3 +114,15 @@ def test_loaded_encodings_still_count_exactly() -> None:
         counter.encoding.encode_ordinary("hello world, this is shrink-proxy")
     )
     assert counter.encoding.decode(counter.encoding.encode_ordinary("tiktoken")) == "tiktoken"
+
+
+def test_settle_heap_hides_startup_objects_from_the_collector() -> None:
+    import gc
+
+    from proxy.app import settle_heap
+
+    settle_heap()
+    try:
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

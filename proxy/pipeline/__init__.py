@@ -11,8 +11,7 @@ counter and an optional memo for stage 1; neither changes results, only their co
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,13 +24,15 @@ from proxy.pipeline.trim import trim_history
 from proxy.pipeline.types import Counter, Message, Mode, Policy, Report, StageAction
 from proxy.pipeline.units import pinned_count
 
-__all__ = ["Budget", "Plan", "Policy", "Report", "compute_budget", "shrink"]
+__all__ = ["Budget", "CallCounter", "Plan", "Policy", "Report", "compute_budget", "shrink"]
 
 REPLY_PRIMING = 3
 FACTS_INTRO = "Key lines from the omitted messages, verbatim:"
 TOOL_ROLES = ("tool", "function")
-# Stage-1 results by (text digest, limit), and the dropped span's facts by (span digest, -1).
-CompactMemo = MutableMapping[tuple[bytes, int], Any]
+# Stage-1 results by ("tool", text length, text hash, limit), the dropped span's facts by
+# ("facts", length, hash) of the span's JSON. Python's hash is keyed per process (SipHash) and
+# cached on each str, so looking up a tool result resent every turn costs nothing more.
+CompactMemo = MutableMapping[Hashable, Any]
 
 
 @dataclass
@@ -75,7 +76,7 @@ def shrink(
 ) -> Plan:
     """Shrink `messages` so that they plus `fixed_tokens` (tool definitions) fit `budget.prompt`."""
     mode = mode or policy.mode
-    counter = _CallCounter(counter)
+    counter = counter if isinstance(counter, CallCounter) else CallCounter(counter)
     report = Report(budget=budget.prompt, window=budget.window, estimate=not counter.exact)
     if budget.clamped:
         report.notes.append(
@@ -121,12 +122,13 @@ def shrink(
     return Plan(out, report, True, span=ctx.span, marker_index=ctx.marker_index)
 
 
-class _CallCounter:
-    """The caller's counter, plus a memo by message identity for the length of one call.
+class CallCounter:
+    """The caller's counter, plus a memo by message identity for the length of one request.
 
-    The counter's own cache is keyed by a hash of each message's serialisation; the pipeline
-    totals the same messages several times per call, and hashing a 150k-token conversation
-    again each time is what a warm request would otherwise spend its time on.
+    The counter's own cache is keyed by a hash of each message; the pipeline totals the same
+    messages several times per call, and hashing a 150k-token conversation again each time is
+    what a warm request would otherwise spend its time on. The edge may fill it first
+    (`remember`) while deciding where to run the pipeline, and pass it in as the counter.
     """
 
     def __init__(self, inner: Counter):
@@ -142,6 +144,9 @@ class _CallCounter:
         n = self.inner.count_message(message)
         self._seen[id(message)] = (message, n)  # holding the message keeps its id unique
         return n
+
+    def remember(self, message: Message, n: int) -> None:
+        self._seen[id(message)] = (message, n)
 
 
 def _total(messages: list[Message], counter: Counter, fixed: int) -> int:
@@ -205,7 +210,7 @@ def _compact(
         return None
     if memo is None:
         return compact_text(text, limit, count)
-    key = (hashlib.blake2b(text.encode(), digest_size=16).digest(), limit)
+    key = ("tool", len(text), hash(text), limit)
     try:
         return memo[key]
     except KeyError:
@@ -319,8 +324,7 @@ def _span_facts(span: list[Message], memo: CompactMemo | None) -> list[str]:
         memo = None
     if memo is None:
         return extract_facts(span)
-    digest = hashlib.blake2b(data, digest_size=16).digest()
-    key = (digest, -1)  # -1: no stage-1 limit is negative, so facts never collide with those
+    key = ("facts", len(data), hash(data))
     try:
         return memo[key]  # type: ignore[return-value]
     except KeyError:
