@@ -151,8 +151,6 @@ class Exchange:
         if event_stream:
             headers.append(("x-accel-buffering", "no"))
         body = self.state.upstream.iter_body(resp)
-        if tap is not None and event_stream:
-            body = self._tapped(body, tap)
 
         def done(outcome: RelayOutcome) -> None:
             if tap is not None:
@@ -175,20 +173,8 @@ class Exchange:
             event_stream=event_stream,
             watch=self._watch,
             on_done=done,
+            tap=tap if event_stream else None,
         )
-
-    @staticmethod
-    async def _tapped(body: AsyncIterator[bytes], tap: UsageTap) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in body:
-                out = tap.feed(chunk)
-                if out:
-                    yield out
-            rest = tap.close()
-            if rest:
-                yield rest
-        finally:
-            await body.aclose()  # type: ignore[attr-defined]  # an async generator
 
     def note_usage(self, usage: dict[str, Any] | None) -> None:
         self.usage = usage

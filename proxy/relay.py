@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from proxy.errors import ProxyError, sse_error_frame
-from proxy.sse import EventFramer
+from proxy.sse import EventFramer, UsageTap
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,7 @@ class Relay(Response):
         event_stream: bool,
         watch: DisconnectWatch,
         on_done: Done | None = None,
+        tap: UsageTap | None = None,
     ):
         self.status_code = status_code
         self.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
@@ -94,6 +95,7 @@ class Relay(Response):
         self._event_stream = event_stream
         self._watch = watch
         self._on_done = on_done
+        self._tap = tap  # sees each block of whole events (event streams only)
         self.background = None
 
     @staticmethod
@@ -113,11 +115,14 @@ class Relay(Response):
                 }
             )
             framer = EventFramer()
+            tap = self._tap
             try:
                 async for chunk in self.body_iterator:
                     outcome.chunks += 1
                     if self._event_stream:
                         chunk = framer.feed(chunk)
+                        if tap is not None and chunk:
+                            chunk = tap.inspect(chunk)
                         if not chunk:
                             continue
                     await self._send_body(send, chunk, outcome)

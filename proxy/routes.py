@@ -162,6 +162,7 @@ async def chat_completions(request: Request) -> Response:
     stream = wire.is_stream(body)
     tap = None
     changed = plan.changed
+    content = None
     if stream:
         # Ask for the usage chunk (and hide it) unless the client asked for it itself; Azure's
         # older api-versions reject the unknown field, so its paths are left alone.
@@ -172,9 +173,12 @@ async def chat_completions(request: Request) -> Response:
         )
         tap = UsageTap(strip=inject)
         if inject:
+            if not changed:
+                content = wire.splice_stream_usage(raw, body)  # no re-serialisation
             body = wire.with_stream_usage(body)
             changed = True
-    content = wire.dump_with_messages(body, messages) if changed else raw
+    if content is None:
+        content = wire.dump_with_messages(body, messages) if changed else raw
     if model is not None:
         ex.on_usage = lambda usage: check_truncation(state, ex, model, report.tokens_after, usage)
     try:

@@ -89,7 +89,12 @@ class UsageTap:
         self._framer = EventFramer()
 
     def feed(self, chunk: bytes) -> bytes:
-        block = self._framer.feed(chunk)
+        """Any chunk of the stream: framed here, then `inspect`ed."""
+        return self.inspect(self._framer.feed(chunk))
+
+    def inspect(self, block: bytes) -> bytes:
+        """A block of whole events (as EventFramer gives them; the relay frames streams itself),
+        with the usage-only chunk removed when stripping."""
         if b'"usage"' not in block:
             return block  # the common case: whole events, passed on without a look inside
         out = []

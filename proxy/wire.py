@@ -99,6 +99,18 @@ def with_stream_usage(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "stream_options": merged}
 
 
+def splice_stream_usage(raw: bytes, body: dict[str, Any]) -> bytes | None:
+    """`raw` asking for the usage chunk, by inserting the option as the object's first member
+    (the client's bytes otherwise untouched; a large body is not serialised again), or None
+    when the body already has `stream_options` (a second key would be ambiguous)."""
+    if "stream_options" in body:
+        return None
+    start = raw.find(b"{")
+    if start < 0 or raw[:start].strip():
+        return None
+    return raw[: start + 1] + b'"stream_options":{"include_usage":true},' + raw[start + 1 :]
+
+
 def dump_with_messages(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
     """Re-serialise the request with new messages, keeping every other field and its order."""
     return orjson.dumps({**body, "messages": messages})

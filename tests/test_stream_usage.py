@@ -36,6 +36,26 @@ def test_usage_is_requested_upstream_and_stripped_for_the_client(proxy_url, upst
     assert lines and lines[-1].fields["upstream_prompt_tokens"] > 0
 
 
+def test_an_unshrunk_body_keeps_its_own_bytes_with_the_option_spliced_in(proxy_url, upstream):
+    """No re-serialisation of what the pipeline left alone: key order, spacing and number
+    formats stay the client's; only the option is added in front."""
+    raw = (
+        b'  {"model": "fake-model", "temperature": 0.50, "stream": true,\n'
+        b' "messages": [{"role":"user","content":"hi \\u00e9"}]}'
+    )
+    r = httpx.post(proxy_url + "/v1/chat/completions", content=raw)
+    assert r.status_code == 200
+    assert upstream.last.body == b'  {"stream_options":{"include_usage":true},' + raw[3:]
+    assert not any('"usage"' in f for f in frames(r.text))
+
+
+def test_existing_stream_options_are_merged(proxy_url, upstream):
+    raw = orjson.dumps({**CHAT, "stream_options": {"include_obfuscation": False}})
+    httpx.post(proxy_url + "/v1/chat/completions", content=raw)
+    sent = upstream.last.json()
+    assert sent["stream_options"] == {"include_obfuscation": False, "include_usage": True}
+
+
 def test_client_that_asks_for_usage_gets_it_and_its_bytes_untouched(proxy_url, upstream):
     raw = orjson.dumps({**CHAT, "stream_options": {"include_usage": True}})
     r = httpx.post(proxy_url + "/v1/chat/completions", content=raw)
