@@ -26,7 +26,7 @@ import tiktoken  # noqa: E402
 
 from proxy.pipeline.compact import compact_text  # noqa: E402
 
-BUDGETS = (512, 1024, 2048)
+BUDGETS = (409, 512, 1024, 2048)  # 409: the cap at an 8k window (window / 20)
 CLASSES = ("critical", "incidental")
 
 

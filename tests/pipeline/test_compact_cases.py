@@ -8,6 +8,7 @@ import re
 import pytest
 
 from proxy.pipeline.compact import Compacted, compact_text, markers
+from proxy.pipeline.compact.scoring import shape
 from tests.pipeline.counters import crude, tik
 
 COUNTERS = [pytest.param(tik, id="tiktoken"), pytest.param(crude, id="bytes")]
@@ -170,6 +171,82 @@ def test_similar_runs_collapse_with_their_marker() -> None:
     assert r is not None
     assert "more similar lines" in r.text
     assert "added 400 packages in 3s" in r.text
+
+
+def failed_list_log() -> str:
+    """A verbose run whose summary lists one distinct failure, then 60 of one shape."""
+    names = [
+        f"test{a}{b}"
+        for a in ("Attrs", "Fields", "Slots", "Frozen", "KwOnly", "Define")
+        for b in (
+            "Inheritance",
+            "Generic",
+            "ForwardReference",
+            "Alias",
+            "Converter",
+            "Eq",
+            "Ord",
+            "Hash",
+            "Repr",
+            "Validator",
+        )
+    ]
+    lines = ["============ test session starts ============", "collected 450 items", ""]
+    lines += [
+        f"tests/test_mod.py::test_case_{i} PASSED{' ' * 20}[{i // 5:3d}%]" for i in range(400)
+    ]
+    lines += [
+        "=========== short test summary info ===========",
+        "FAILED tests/test_conv.py::TestPipe::test_wrapped - AssertionError: assert bool is None",
+    ]
+    lines += [f"FAILED tests/test_types.yml::{name} - " for name in names]
+    lines += ["============ 61 failed, 339 passed in 12.31s ============", "[exit code: 1]"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+@pytest.mark.parametrize("budget", [250, 409, 800])
+def test_same_shape_errors_keep_first_and_last_with_a_count(count, budget) -> None:
+    text = failed_list_log()
+    r = compact_text(text, budget, count)
+    assert r is not None and r.tokens_after <= budget
+    first_distinct = "FAILED tests/test_conv.py::TestPipe::test_wrapped - AssertionError"
+    first_of_shape = "FAILED tests/test_types.yml::testAttrsInheritance - "
+    last_of_shape = "FAILED tests/test_types.yml::testDefineValidator - "
+    for line in (first_distinct, first_of_shape, last_of_shape, "61 failed, 339 passed in 12.31s"):
+        assert line in r.text
+    # The repeats between them are collapsed behind a marker that counts them.
+    between = r.text[r.text.index(first_of_shape) : r.text.index(last_of_shape)]
+    assert re.search(r"\[\.\.\. [\d,]+ lines? \([\d,]+ tokens?\) omitted by shrink-proxy", between)
+    assert r.text.count("FAILED tests/test_types.yml::") < 60
+
+
+def test_shape_keeps_the_first_word_and_the_layout() -> None:
+    assert shape("FAILED tests/a.py::test_b - ") == shape("FAILED tests/cc.py::test_dd - ")
+    assert shape("FAILED tests/a.py::test_b - ") != shape("ERROR tests/a.py::test_b - ")
+    assert shape("FAILED tests/a.py::test_b - ") != shape(
+        "FAILED tests/a.py::T::test_b - AssertionError: assert x"
+    )
+    assert shape("ValueError: bad value") != shape("TypeError: bad value")
+    assert shape("====") == "===="
+
+
+def test_distinct_errors_all_stay_before_repeats() -> None:
+    """Each distinct error outranks the copies of a repeated one: all of them are kept."""
+    lines = [f"noise line {i} of ordinary output from the build" for i in range(200)]
+    lines += [f"error: cannot open file 'gen/part{i}.h'" for i in range(30)]
+    lines += ["src/main.c:3:1: error: unknown type name 'sizet'"]
+    lines += [f"more noise {i} of ordinary output from the linker step" for i in range(200)]
+    lines += ["make: *** [Makefile:8: main.o] Error 1", "[exit code: 2]"]
+    r = compact_text("\n".join(lines), 300, tik)
+    assert r is not None
+    for needle in (
+        "error: cannot open file 'gen/part0.h'",
+        "error: cannot open file 'gen/part29.h'",
+        "src/main.c:3:1: error: unknown type name 'sizet'",
+        "make: *** [Makefile:8: main.o] Error 1",
+    ):
+        assert needle in r.text
 
 
 def test_gap_markers_are_whole_lines_in_the_house_style() -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.pipeline.compact import compact_text
+from proxy.pipeline.compact.runs import mask, similar
 from tests.pipeline.counters import crude, tik
 
 counters = st.sampled_from([tik, crude])
@@ -96,3 +98,38 @@ def test_tiny_budgets_never_grow(text: str, budget: int, count: Callable[[str], 
     r = compact_text(text, budget, count)
     if r is not None:
         assert r.tokens_after <= r.tokens_before
+
+
+_NUMBER = re.compile(r"[0-9]+(?:[.,:][0-9]+)*")
+masked_text = st.text(alphabet="0123456789.,:ab -\u00e9\u2501\t", max_size=60)
+
+
+def similar_by_definition(a: str, b: str) -> bool:
+    """Common prefix (4 or more) + common suffix (not overlapping) >= 70% of the longer line."""
+    if a == b:
+        return bool(a.strip())
+    if not a.strip() or not b.strip():
+        return False
+    prefix = 0
+    while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
+        prefix += 1
+    if prefix < 4:
+        return False
+    suffix = 0
+    while suffix < min(len(a), len(b)) - prefix and a[-1 - suffix] == b[-1 - suffix]:
+        suffix += 1
+    return prefix + suffix >= 0.7 * max(len(a), len(b))
+
+
+@settings(max_examples=400, deadline=None)
+@given(masked_text)
+def test_mask_replaces_every_number_by_one_zero(text: str) -> None:
+    assert mask(text) == _NUMBER.sub("0", text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(masked_text, masked_text, st.integers(min_value=0, max_value=3))
+def test_similar_matches_its_definition(a: str, b: str, shared: int) -> None:
+    b = a[: len(a) * shared // 3] + b  # often a long common prefix, sometimes none
+    assert similar(a, b) == similar_by_definition(a, b)
+    assert similar(a + b, a + "x" + b) == similar_by_definition(a + b, a + "x" + b)

@@ -108,6 +108,22 @@ def dump(value: Any, indent: int | str | None) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
+_quoted = json.encoder.encode_basestring  # what json.dumps(s, ensure_ascii=False) writes for a str
+
+
+def _scalar_size(value: Any) -> int:
+    """len(json.dumps(value, ensure_ascii=False)) for a scalar, without json.dumps' overhead."""
+    if isinstance(value, str):
+        return len(_quoted(value))
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    if type(value) is int:
+        return len(int.__repr__(value))
+    return len(json.dumps(value, ensure_ascii=False))
+
+
 class _Sizer:
     """Compact serialised length of every node, computed once per call and reused by all levels."""
 
@@ -119,8 +135,7 @@ class _Sizer:
             key = id(value)
             if key not in self._memo:
                 self._memo[key] = 2 + sum(
-                    len(json.dumps(k, ensure_ascii=False)) + 3 + self.size(v)
-                    for k, v in value.items()
+                    len(_quoted(k)) + 3 + self.size(v) for k, v in value.items()
                 )
             return self._memo[key]
         if isinstance(value, list):
@@ -128,7 +143,7 @@ class _Sizer:
             if key not in self._memo:
                 self._memo[key] = 2 + sum(self.size(v) + 2 for v in value)
             return self._memo[key]
-        return len(json.dumps(value, ensure_ascii=False))
+        return _scalar_size(value)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,12 @@ and a single marker. Everything depends only on the text, the budget and the cou
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 from proxy.pipeline.compact import markers
 from proxy.pipeline.compact.runs import find_runs, last_redraw
@@ -21,7 +23,9 @@ from proxy.pipeline.compact.scoring import NORMAL, SIMILAR, score_lines, signal_
 
 Count = Callable[[str], int]
 
-_NUMBERED = re.compile(r"^\s*\d+\t", re.MULTILINE)  # `cat -n` / `nl` output
+# `cat -n` / `nl` output: one match per numbered line, found after a newline put in front (the
+# literal `\n` lets the regex engine skip from line to line in C).
+_NUMBERED = re.compile(r"\n[^\S\n]*\d+\t")
 _ATTEMPTS = 5
 
 
@@ -61,8 +65,8 @@ class _Lines:
 
 def _is_plain(text: str, lines: Sequence[str], scores: Sequence[int], runs: Sequence[int]) -> bool:
     """Prose or a numbered file dump: nothing in it ranks above ordinary lines."""
-    nonblank = sum(1 for line in lines if line.strip())
-    if nonblank and len(_NUMBERED.findall(text)) >= 0.6 * nonblank:
+    nonblank = sum(map(bool, map(str.strip, lines)))
+    if nonblank and len(_NUMBERED.findall("\n" + text)) >= 0.6 * nonblank:
         return True
     return signal_count(scores) == 0 and all(r < 0 for r in runs)
 
@@ -94,40 +98,79 @@ def _cut_long(work: _Lines, budget: int, marker_cost: int) -> None:
         work.cost[i] = keep_tokens + marker_cost + 2
 
 
-def _closed(keep: Sequence[bool], i: int) -> bool:
-    return i < 0 or i >= len(keep) or keep[i]
-
-
 def _select(work: _Lines, budget: int, marker_cost: int, shape: Shape) -> list[bool]:
-    """Greedy choice of lines: ends first, then by score, each charged with the markers it adds."""
+    """Greedy choice of lines: ends first, then by score, each charged with the markers it adds.
+
+    Candidates go in rank order (score, then distance from the nearer end, the head's distance
+    weighted, then position). A line above ordinary opens a gap if it must; an ordinary line is
+    only taken when it touches a kept line or an end, i.e. extends a kept block.
+    """
     n = len(work.text)
-    cost = work.cost
+    cost, score, dup = work.cost, work.score, work.dup
     keep = [False] * n
     total = 0
     for indices, share in ((range(n), shape.head_share), (range(n - 1, -1, -1), shape.tail_share)):
         spent = 0
         for i in indices:
-            if keep[i] or work.dup[i] or spent + cost[i] > budget * share:
+            if keep[i] or dup[i] or spent + cost[i] > budget * share:
                 break
             keep[i] = True
             spent += cost[i]
             total += cost[i]
-    gaps = sum(1 for i in range(n) if not keep[i] and _closed(keep, i - 1))
-    total += gaps * marker_cost
+    # One marker per gap: a line not kept whose predecessor is kept or the start.
+    total += marker_cost * sum(1 for i in range(n) if not keep[i] and (i == 0 or keep[i - 1]))
+    hw, tw, last = shape.head_weight, shape.tail_weight, n - 1
 
     def rank(i: int) -> tuple[int, float, int]:
-        distance = min(i * shape.head_weight, (n - 1 - i) * shape.tail_weight)
-        return (-work.score[i], distance, i)
+        return (-score[i], min(i * hw, (last - i) * tw), i)
 
-    for i in sorted((i for i in range(n) if not keep[i] and not work.dup[i]), key=rank):
-        left, right = _closed(keep, i - 1), _closed(keep, i + 1)
+    def take(i: int, opens: bool) -> bool:
+        """Keep line i if its cost and the change in markers fit; `opens` allows a new gap."""
+        nonlocal total
+        left = i == 0 or keep[i - 1]
+        right = i == last or keep[i + 1]
         delta = (1 if not left and not right else 0) - (1 if left and right else 0)
-        if delta > 0 and work.score[i] <= NORMAL:
-            continue  # ordinary lines only extend kept blocks; they never open a new gap
+        if delta > 0 and not opens:
+            return False
         extra = cost[i] + delta * marker_cost
-        if total + extra <= budget:
-            keep[i] = True
-            total += extra
+        if total + extra > budget:
+            return False
+        keep[i] = True
+        total += extra
+        return True
+
+    strong = sorted(
+        (i for i in range(n) if score[i] > NORMAL and not keep[i] and not dup[i]), key=rank
+    )
+    for i in strong:
+        take(i, True)
+    # Ordinary lines in rank order too, but only those that touch a kept line or an end can be
+    # taken, and a line's neighbours only change when it is taken: so instead of ranking every
+    # line of a long log, follow the kept blocks outwards with a heap. A line whose turn came
+    # before its neighbour was taken was skipped in rank order, so it is not offered again.
+    heap = [
+        rank(i)
+        for i in range(n)
+        if score[i] <= NORMAL
+        and not keep[i]
+        and not dup[i]
+        and (i == 0 or i == last or keep[i - 1] or keep[i + 1])
+    ]
+    heapq.heapify(heap)
+    offered = [False] * n  # each line has one turn, as in a single pass in rank order
+    while heap:
+        current = heapq.heappop(heap)
+        i = current[2]
+        if offered[i]:
+            continue
+        offered[i] = True
+        if keep[i] or not take(i, False):
+            continue
+        for j in (i - 1, i + 1):
+            if 0 <= j <= last and not keep[j] and not dup[j] and not offered[j]:
+                key = rank(j)
+                if key > current:
+                    heapq.heappush(heap, key)
     return keep
 
 
@@ -146,18 +189,16 @@ def _marker(work: _Lines, start: int, end: int) -> str:
 def _render(work: _Lines, keep: Sequence[bool]) -> tuple[str, int]:
     out: list[str] = []
     omitted = 0
-    i, n = 0, len(keep)
-    while i < n:
-        if keep[i]:
-            out.append(work.text[i])
-            i += 1
-            continue
-        j = i
-        while j < n and not keep[j]:
-            j += 1
-        out.append(_marker(work, i, j))
-        omitted += j - i
-        i = j
+    pos, n = 0, len(keep)
+    for i in compress(range(n), keep):
+        if i > pos:
+            out.append(_marker(work, pos, i))
+            omitted += i - pos
+        out.append(work.text[i])
+        pos = i + 1
+    if pos < n:
+        out.append(_marker(work, pos, n))
+        omitted += n - pos
     return "\n".join(out), omitted
 
 
@@ -169,7 +210,10 @@ def line_costs(text: str, lines: list[str], count: Count) -> list[int]:
     Selection works on these estimates and the final output is counted exactly: an estimate
     that was too low only costs another, tighter selection round.
     """
-    sizes = [len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines]
+    sizes = [
+        (len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))) + 1
+        for line in lines
+    ]
     ratio = count(text) / max(1, sum(sizes))
     return [max(1, math.ceil(size * ratio)) for size in sizes]
 
@@ -186,8 +230,9 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
         scores = [NORMAL] * n
         dup, run = [False] * n, [-1] * n
     else:
-        for i in range(1, n - 1):
-            if run[i] >= 0 and run[i - 1] == run[i] == run[i + 1] and scores[i] <= NORMAL:
+        inside = [i for i in range(1, n - 1) if run[i] >= 0 and run[i - 1] == run[i] == run[i + 1]]
+        for i in inside:
+            if scores[i] <= NORMAL:
                 scores[i] = SIMILAR
     work = _Lines(list(lines), list(original), original, scores, dup, run)
     marker_cost = count(markers.lines_omitted(99_999, 9_999_999)) + 1

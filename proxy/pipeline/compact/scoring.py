@@ -15,6 +15,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from proxy.pipeline.compact.markers import MARKER_RE
 
@@ -28,10 +29,13 @@ MINOR = 40  # smaller section headers (`____ test_x ____`), the rest of a traceb
 NORMAL = 20
 SIMILAR = 10  # the inside of a run of near-identical lines (progress, PASSED, downloads)
 
-# Rules anchored at the start of a line (after indentation): one combined scan, whose `^` fails
-# fast everywhere else. The first alternative that matches wins, so groups go from high to low.
+# Rules anchored at the start of a line (after indentation): one combined scan over the text with
+# a newline put in front. The pattern starts with the literal `\n`, so the regex engine skips to
+# the next newline in C instead of trying the whole pattern at every character (as `^` under
+# MULTILINE would: ~10x slower). No alternative crosses a newline, so each line is tried once.
+# The first alternative that matches wins, so groups go from high to low.
 _ANCHORED = re.compile(
-    r"^[ \t]*(?:"
+    r"\n[ \t]*+(?:"
     r"(?P<summary>\[?(?i:exit|return) (?i:code|status)\b"
     r"|=+ [^\n]*\b(?:passed|failed|errors?|no tests ran)\b[^\n]* =+$"
     r"|Ran \d+ tests? in\b|(?:OK|FAILED)(?: \([^\n]*\))?[ \t]*$"
@@ -41,13 +45,16 @@ _ANCHORED = re.compile(
     r"|(?i:total|summary)\b|(?:BUILD|Build) (?:SUCCESSFUL|FAILED|succeeded|failed)\b|Finished\b)"
     r"|(?P<strong>(?:FAILED|FAIL|ERROR|FATAL|CRITICAL|PANIC)\b"
     r"|(?i:(?:fatal )?error(?:\[[\w-]+\])?:)"
-    r"|npm (?:ERR!|error)\b|E: |[\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b(?::|$)"
+    r"|npm (?:ERR!|error)\b|E: "
+    # A dotted name ending in Error/Exception/...: the whole name, then a look back at its end
+    # (a backtracking `[\w.]*` would retry six suffixes at every character of every first word).
+    r"|[\w.]*+(?:(?<=Error)|(?<=Exception)|(?<=Exit)|(?<=Interrupt)|(?<=Failure)|(?<=Fault))(?::|$)"
     r"|make(?:\[\d+\])?: \*\*\*|× )"
     r"|(?P<section>={3,} [^\n]* ={3,}$)"
     r"|(?P<medium>[E>] |File \"[^\"\n]+\", line \d+)"
     r"|(?P<minor>_{3,} [^\n]* _{3,}$)"
     r")",
-    re.MULTILINE,
+    re.MULTILINE,  # for the `$` ends of some alternatives
 )
 _GROUP_SCORES = {
     "summary": SUMMARY,
@@ -61,11 +68,13 @@ _GROUP_SCORES = {
 @dataclass(frozen=True)
 class _Rule:
     """A rule found anywhere in a line: only lines holding one of its (lowercase) trigger
-    literals are tested, because `str.find` is far cheaper than an unanchored regex scan."""
+    literals are tested, because `str.find` is far cheaper than an unanchored regex scan.
+    `requires` are literals every match contains: a line without them skips the regex."""
 
     triggers: tuple[str, ...]
     pattern: re.Pattern[str]  # searched in the lowercased line
     score: int
+    requires: tuple[str, ...] = ()
 
 
 _RULES = (
@@ -85,6 +94,7 @@ _RULES = (
             r".*\bin \d+(?:\.\d+)?s\b"
         ),
         SUMMARY,
+        ("in ",),  # every PASSED line of a verbose run holds " passed"; few hold "in "
     ),
     _Rule(
         ("collected ", "vulnerabilit", " changed", "newly installed", " generated"),
@@ -161,28 +171,59 @@ _RULES = (
     _Rule(("shrink-proxy", " more times"), MARKER_RE, MARKER),
 )
 _TRACEBACK = "traceback (most recent call last):"
+_WORD = re.compile(r"\w+")
+_MIN_REPEATS = 3  # first + last + at least one between
 
 
-def _line_starts(lines: Sequence[str]) -> list[int]:
-    starts = []
-    pos = 0
-    for line in lines:
-        starts.append(pos)
-        pos += len(line) + 1
-    return starts
+def _bases() -> dict[str, str]:
+    """For each trigger literal, the shortest other trigger it contains, if any.
+
+    The lines holding " failed" are among those holding "fail": scanning the whole text once for
+    "fail" and then testing only those lines is cheaper than a second scan of the whole text.
+    """
+    literals = {t for rule in _RULES for t in rule.triggers} | {_TRACEBACK}
+    bases = {}
+    for literal in literals:
+        inner = [t for t in literals if t != literal and t in literal]
+        if inner:
+            bases[literal] = min(inner, key=lambda t: (len(t), t))
+    return bases
 
 
-def _lines_with(low: str, starts: list[int], literal: str) -> list[int]:
-    """Indices of the lines whose lowercased text contains `literal` (each line once)."""
-    found = []
-    pos = low.find(literal)
-    while pos >= 0:
-        i = bisect_right(starts, pos) - 1
-        found.append(i)
-        if i + 1 >= len(starts):
-            break
-        pos = low.find(literal, starts[i + 1])
-    return found
+_BASES = _bases()
+
+
+class _Finder:
+    """Which lines hold a literal, each literal looked up once per text."""
+
+    def __init__(self, low: str, low_lines: list[str]) -> None:
+        self.low = low
+        self.low_lines = low_lines
+        self.starts = list(accumulate((len(line) + 1 for line in low_lines), initial=0))
+        self._found: dict[str, list[int]] = {}
+
+    def lines_with(self, literal: str) -> list[int]:
+        """Indices of the lines whose lowercased text contains `literal`, in order, each once."""
+        found = self._found.get(literal)
+        if found is not None:
+            return found
+        base = _BASES.get(literal)
+        low_lines = self.low_lines
+        if base is not None:
+            found = [i for i in self.lines_with(base) if literal in low_lines[i]]
+        else:
+            found = []
+            low, starts = self.low, self.starts
+            last = len(low_lines) - 1
+            pos = low.find(literal)
+            while pos >= 0:
+                i = bisect_right(starts, pos) - 1
+                found.append(i)
+                if i >= last:
+                    break
+                pos = low.find(literal, starts[i + 1])
+        self._found[literal] = found
+        return found
 
 
 def _tracebacks(lines: Sequence[str], scores: list[int], heads: Sequence[int]) -> None:
@@ -208,28 +249,73 @@ def _tracebacks(lines: Sequence[str], scores: list[int], heads: Sequence[int]) -
             scores[j] = max(scores[j], CONTEXT if end - j <= 4 else MINOR)
 
 
+def shape(line: str) -> str:
+    """What kind of line this is, without what varies between lines of that kind.
+
+    The first word stays (FAILED, ERROR, npm, the name of an exception), every later word or
+    number becomes `w`, punctuation and spacing stay: `FAILED tests/test_a.py::test_b - ` and
+    `FAILED tests/test_c.py::test_d - ` share a shape; an assertion message, an exception or a
+    gcc diagnostic with a different layout does not.
+    """
+    first = _WORD.search(line)
+    if first is None:
+        return line
+    end = first.end()
+    return line[:end] + _WORD.sub("w", line[end:])
+
+
+def _repeats(lines: Sequence[str], scores: list[int]) -> None:
+    """Signal lines of one shape seen many times: keep the first and the last at their rank.
+
+    A run of 34 `FAILED tests/...::test_x - ` lines says one thing 34 times; ranked all alike,
+    they would fill the room from the tail and push out the first failure, other errors and the
+    summary's neighbours. The others of the shape drop one rank (verdicts and errors to MEDIUM,
+    MEDIUM lines to MINOR): still kept before ordinary lines when there is room, but after the
+    distinct signals. Done before context spreads, so the repeats lend none to their neighbours.
+    """
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    members: dict[str, int] = {}
+    signals = [i for i, s in enumerate(scores) if s >= MEDIUM]
+    keys = [shape(lines[i]) for i in signals]
+    for i, key in zip(signals, keys, strict=True):
+        first.setdefault(key, i)
+        last[key] = i
+        members[key] = members.get(key, 0) + 1
+    for i, key in zip(signals, keys, strict=True):
+        if members[key] >= _MIN_REPEATS and i != first[key] and i != last[key]:
+            scores[i] = MEDIUM if scores[i] > MEDIUM else MINOR
+
+
 def score_lines(lines: Sequence[str]) -> list[int]:
     """One score per line (see the constants above); context spreads from errors and verdicts."""
     text = "\n".join(lines)
     low = text.lower()
     low_lines = low.split("\n")
-    starts = _line_starts(lines)
+    finder = _Finder(low, low_lines)
+    starts = finder.starts
     n = len(lines)
     scores = [NORMAL] * n
-    for match in _ANCHORED.finditer(text):
+    # One newline in front: every line, the first included, then starts right after a newline.
+    for match in _ANCHORED.finditer("\n" + text):
         i = bisect_right(starts, match.start()) - 1
         score = _GROUP_SCORES[match.lastgroup or "minor"]
         if scores[i] < score:
             scores[i] = score
     for rule in _RULES:
-        candidates = {i for t in rule.triggers for i in _lines_with(low, starts, t)}
+        candidates = {i for t in rule.triggers for i in finder.lines_with(t)}
+        search, score, requires = rule.pattern.search, rule.score, rule.requires
         for i in candidates:
-            if scores[i] < rule.score and rule.pattern.search(low_lines[i]):
-                scores[i] = rule.score
-    for i in range(n):
-        if scores[i] > MEDIUM and lines[i].startswith("E "):
+            if scores[i] >= score:
+                continue
+            line = low_lines[i]
+            if all(r in line for r in requires) and search(line):
+                scores[i] = score
+    for i, s in enumerate(scores):
+        if s > MEDIUM and lines[i].startswith("E "):
             scores[i] = MEDIUM  # pytest's assertion detail: useful, but below the verdict lines
-    _tracebacks(lines, scores, _lines_with(low, starts, _TRACEBACK))
+    _repeats(lines, scores)
+    _tracebacks(lines, scores, finder.lines_with(_TRACEBACK))
     # Context: one line before an error or verdict, two after (gcc prints the source line and a
     # caret under it; pytest prints the assertion; a verdict's neighbours are usually verdicts).
     anchors = [i for i, s in enumerate(scores) if s >= STRONG]
