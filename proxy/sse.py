@@ -30,6 +30,10 @@ class EventFramer:
         self.in_event = False  # the bytes given out so far stop inside an event
 
     def feed(self, chunk: bytes) -> bytes:
+        if not self._tail and chunk.endswith(_EVENT_ENDS):
+            # The common case: the upstream wrote whole events and nothing is held back.
+            self.in_event = False
+            return chunk
         start = max(0, len(self._tail) - 3)
         self._tail += chunk
         cut = max(

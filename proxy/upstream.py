@@ -323,8 +323,11 @@ class Upstream:
         return orphans
 
     async def iter_body(self, response: httpx.Response) -> AsyncIterator[bytes]:
-        """Raw upstream bytes as they arrive; idle gaps longer than the idle timeout raise."""
-        chunks = response.aiter_raw()
+        """Raw upstream bytes as they arrive; idle gaps longer than the idle timeout raise.
+
+        Straight from the transport's stream: `aiter_raw` only adds a re-chunker and a byte
+        count (one more generator per chunk); the response is closed by the caller."""
+        chunks = aiter(response.stream)  # type: ignore[arg-type]
         idle = self.timeouts.idle
         watch = IdleWatch(idle)
         try:
