@@ -131,13 +131,17 @@ def text_key(text: str, kind: str = "t") -> Hashable:
 def _message_key(message: Any) -> Hashable:
     """Key of a message's content, so re-sent messages hit the cache.
 
-    A message of plain string fields (nearly all of them) is keyed by the set of its items;
+    A message of plain scalar fields (nearly all of them) is keyed by the set of its items;
     anything nested (tool calls, content parts) by its JSON with sorted keys. Key order never
     matters: a client that rebuilds its messages must still hit.
     """
-    if type(message) is dict and all(type(v) is str or v is None for v in message.values()):
-        # Only str/None values: hash(True) == hash(1) must not make two messages one key.
-        return ("m", len(message), hash(frozenset(message.items())))
+    if type(message) is dict:
+        try:
+            # Equal scalars of different types (1, 1.0, True) share a key: their renderings
+            # differ by a token or two at most, and a check per value cost more than the hash.
+            return ("m", len(message), hash(frozenset(message.items())))
+        except TypeError:  # a list or dict inside: keyed by its JSON below
+            pass
     try:
         data = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
     except TypeError:

@@ -145,12 +145,21 @@ class CallCounter:
         self._seen[id(message)] = (message, n)  # holding the message keeps its id unique
         return n
 
+    def total(self, messages: list[Message]) -> int:
+        """Sum of the messages' counts (the loop inlined: the pipeline totals a long
+        conversation three times per request)."""
+        seen, n = self._seen, 0
+        for m in messages:
+            hit = seen.get(id(m))
+            n += hit[1] if hit is not None and hit[0] is m else self.count_message(m)
+        return n
+
     def remember(self, message: Message, n: int) -> None:
         self._seen[id(message)] = (message, n)
 
 
-def _total(messages: list[Message], counter: Counter, fixed: int) -> int:
-    return sum(counter.count_message(m) for m in messages) + fixed + REPLY_PRIMING
+def _total(messages: list[Message], counter: CallCounter, fixed: int) -> int:
+    return counter.total(messages) + fixed + REPLY_PRIMING
 
 
 def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
