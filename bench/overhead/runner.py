@@ -280,8 +280,10 @@ class Bench:
         rows = [rd.summary(direct) for rd in rounds.values()]
         if sc.concurrency > 1:
             after = self.rss.setdefault("after_c64", {})
+            now = self.rss.setdefault(f"after {sc.name} c={sc.concurrency}", {})
             for name, s in self.servers.items():
-                after[name] = max(after.get(name, 0.0), procs.rss_mb(s.pid))
+                now[name] = procs.rss_mb(s.pid)
+                after[name] = max(after.get(name, 0.0), now[name])
         return {
             "name": sc.name,
             "body": sc.body,
@@ -541,6 +543,13 @@ def print_rss(b: Bench) -> None:
         idle = b.rss.get("idle", {}).get(name)
         after = b.rss.get("after_c64", {}).get(name)
         print(f"  {name:<16}{report.fmt(idle, 1):>8}{report.fmt(after, 1):>8}")
+    # Scenarios run in order, so each line includes what the earlier ones left behind.
+    steps = [k for k in b.rss if k.startswith("after ")]
+    if steps:
+        print("  after each c=64 scenario, in run order: " + ", ".join(steps))
+        for name in b.servers:
+            figures = " ".join(f"{report.fmt(b.rss[k].get(name), 1):>8}" for k in steps)
+            print(f"  {name:<16}{figures}")
     print()
 
 
