@@ -7,12 +7,21 @@ identifiers, numbers with units), and after summarising, those the summary dropp
 verbatim. Pure: no I/O; junk messages never raise.
 
 Facts are whitespace-normalised (runs of whitespace become one space) and compared that way.
+
+Speed matters: a never-seen conversation's whole dropped span is scanned on the request path, so
+no pattern is tried line by line over a whole text. Error lines are found by two scans for what
+every reported line holds, and only those lines are read in full. Paths, file names and versions
+are looked for only in the words holding what each match must (a "/", a ".py", a digit-dot-digit),
+URLs in the lines holding "://"; the other patterns start with characters the regex engine skips
+to in C. A message's categories are read lazily: extract_facts takes a few facts of each. The
+results are exactly those of the plain line-by-line scan (tests/pipeline/test_facts_fast.py).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -65,9 +74,16 @@ _VERSION = re.compile(
     r"|\d+\.\d+\.\d+(?:[-.]?(?:a|b|rc|dev|post|alpha|beta|pre)\d*)?)(?![\w.])"  # 1.2.3rc1
 )
 _BACKTICK = re.compile(r"`([A-Za-z_][\w.]*(?:\(\))?)`")
-_DEF = re.compile(r"\b(?:def|class|function|func|fn)\s+([A-Za-z_]\w*)")
+# `\bdef\s+name`, etc., written with the word boundary as a look-behind after the keyword, so the
+# pattern starts with literals and the engine only tries positions holding a "d", "c" or "f".
+_DEF = re.compile(
+    r"(?:def(?<!\wdef)|class(?<!\wclass)|function(?<!\wfunction)|func(?<!\wfunc)|fn(?<!\wfn))"
+    r"\s+([A-Za-z_]\w*)"
+)
+# `(?<![\w.])\d+...` with the look-behind moved after the first digit, so the engine only tries
+# positions holding a digit.
 _UNIT = re.compile(
-    r"(?<![\w.])\d+(?:[.,]\d+)?\s?(?:ms|s|sec|seconds?|minutes?|min|h|hours?|[KMGT]i?B|bytes|%"
+    r"\d(?<![\w.]\d)\d*(?:[.,]\d+)?\s?(?:ms|s|sec|seconds?|minutes?|min|h|hours?|[KMGT]i?B|bytes|%"
     r"|tokens|lines|files|tests|passed|failed|errors?|warnings?|skipped)(?![\w%])"
 )
 _ERROR = re.compile(
@@ -106,6 +122,100 @@ _PYTEST_E = re.compile(r"^E\s+")
 _PROGRESS = re.compile(r"\s+\[\s*\d+%\]$")
 _NUMERIC = re.compile(r"[\d.,:]+")
 _TRAILING = ".,:;!?)]}'\"`"
+
+# Line breaks other than "\n" that str.splitlines() also splits at: _error_lines turns them into
+# "\n" first, so that its lines are exactly those of splitlines().
+_ODD_BREAK = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# Every line that _error_lines reports, or that starts a traceback, holds one of these: a line-start
+# form after the indentation (one scan over "\n" + text: the engine skips from newline to newline)
+# or, anywhere in the line, one of _ERROR's names and phrases.
+_LINE_START_FACT = re.compile(
+    r"\n[^\S\n]*+(?:Traceback \(most"
+    r"|=* ?\d+ (?:passed|failed|error|skipped|deselected|xfailed|xpassed)"  # _OUTCOME
+    r"|Successfully |(?:added|removed|changed|updated) \d|\d+ files? changed"  # _SUCCESS
+    r"|ERROR|Error|fatal:|E: |npm |make)"  # _ERROR's line-start forms
+)
+_ANYWHERE_FACT = re.compile(
+    r"rror|RROR|Exception|FAILED|No such file or directory|Permission denied|command not found"
+    r"|Segmentation fault|undefined reference to"
+)
+# The start of the line that ends a traceback: not blank, not indented, not an omission marker.
+_TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")
+# What every match of a pattern holds. _URL's matches never cross a newline; those of _PATH,
+# _FILENAME, _NAMED_FILES and _VERSION are made of _WORDISH characters, and what their look-aheads
+# test is too.
+_SCHEME = re.compile("://")  # _URL
+_SLASH = re.compile("/")  # _PATH
+_FILE_END = re.compile(rf"\.(?:{_EXT})(?![\w/])")  # _FILENAME
+_FILE_WORD = re.compile("file")  # _NAMED_FILES
+_DIGIT_DOT = re.compile(r"\.(?<=\d\.)\d")  # _VERSION
+_DEF_WORDS = ("def", "class", "fn", "func")  # _DEF (function holds func)
+_WORDISH = re.compile(r"[\w.@+~/=<>!-]*")
+_GAP = 64  # scans closer than this are joined into one: a scan call costs more than the gap
+_SHORT = 160  # a text this short is scanned whole once it holds a trigger
+
+
+def _lines_with(text: str, trigger: re.Pattern[str]) -> list[tuple[int, int]]:
+    """(start, end) of the runs of whole lines of `text` that hold a match of `trigger`."""
+    runs: list[tuple[int, int]] = []
+    search, find, size = trigger.search, text.find, len(text)
+    pos = 0
+    while (m := search(text, pos)) is not None:
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = find("\n", m.end())
+        if end < 0:
+            end = size
+        if runs and start - runs[-1][1] <= _GAP:
+            runs[-1] = (runs[-1][0], end)
+        else:
+            runs.append((start, end))
+        pos = end + 1
+    return runs
+
+
+def _words_with(text: str, trigger: re.Pattern[str]) -> list[tuple[int, int]]:
+    """(start, end) of the maximal runs of _WORDISH characters of `text` that hold a match of
+    `trigger` (close runs joined, with what lies between them)."""
+    runs: list[tuple[int, int]] = []
+    search, size = trigger.search, len(text)
+    backwards = ""  # the text reversed: where a run starts is where it ends in there
+    pos = 0
+    while (m := search(text, pos)) is not None:
+        at = m.start()
+        end = _wordish_end(text, at)
+        if runs and at - runs[-1][1] <= _GAP:
+            runs[-1] = (runs[-1][0], end)
+        else:
+            backwards = backwards or text[::-1]
+            runs.append((size - _wordish_end(backwards, size - at), end))
+        pos = end + 1
+    return runs
+
+
+def _wordish_end(text: str, at: int) -> int:
+    m = _WORDISH.match(text, at)
+    return m.end() if m else at  # always a match, maybe an empty one
+
+
+def _find_in(
+    spans: Callable[[str, re.Pattern[str]], list[tuple[int, int]]],
+    pattern: re.Pattern[str],
+    text: str,
+    trigger: re.Pattern[str],
+) -> Iterator[re.Match[str]]:
+    """`pattern.finditer(text)`, when every match of `pattern` holds a match of `trigger`:
+    only the `spans` (_lines_with or _words_with) of `text` that hold one are scanned.
+
+    The matches are the same: no match crosses a span's ends, and the characters just outside a
+    span (newlines, or characters that are not _WORDISH) pass the pattern's look-aheads as the
+    end of the text does; its look-behinds see the text before the span."""
+    if len(text) <= _SHORT:
+        if trigger.search(text):
+            yield from pattern.finditer(text)
+        return
+    for start, end in spans(text, trigger):
+        yield from pattern.finditer(text, start, end)
 
 
 def normalise(text: str) -> str:
@@ -172,39 +282,62 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-def _error_lines(text: str) -> Iterator[tuple[str, str]]:
+def _error_line(line: str) -> tuple[str, str] | None:
+    """(category, line) when one line, outside a traceback, reports an error or how a run ended."""
+    stripped = line.strip()
+    outcome = _OUTCOME.match(stripped)
+    if outcome:
+        return "outcomes", outcome.group(1)
+    if _SUCCESS.match(stripped):
+        return "successes", stripped
+    code = stripped.lstrip("+-> ")  # diff and quote prefixes
+    if _LISTING.match(line) or stripped.startswith("@@") or code.startswith(_CODE_START):
+        return None
+    if _ERROR.search(stripped):
+        # pytest's "E   " prefix would hide that the line repeats a FAILED summary line.
+        return "errors", _PYTEST_E.sub("", _PROGRESS.sub("", stripped))
+    return None
+
+
+def _error_lines(text: str) -> list[tuple[str, str]]:
     """(category, line) for lines that report an error or how a run ended.
 
     Categories: "outcomes" (test-run summary lines and the last line of each Python traceback),
-    "successes" (a package manager's or VCS's closing line) and "errors".
+    "successes" (a package manager's or VCS's closing line) and "errors". Only the lines that
+    _LINE_START_FACT or _ANYWHERE_FACT find are read; after a "Traceback (most recent call last)"
+    line, the next line that is not blank, indented or an omission marker is the exception.
     """
-    in_traceback = False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped:
+    if _ODD_BREAK.search(text):
+        text = _BREAKS.sub("\n", text)  # the lines of str.splitlines()
+    starts = {m.start() for m in _LINE_START_FACT.finditer("\n" + text)}
+    search, find = _ANYWHERE_FACT.search, text.find
+    pos = 0
+    while (m := search(text, pos)) is not None:
+        starts.add(text.rfind("\n", 0, m.start()) + 1)
+        pos = find("\n", m.end()) + 1
+        if not pos:
+            break
+    found: list[tuple[str, str]] = []
+    read = 0  # lines that start before this were read as part of a traceback
+    for start in sorted(starts):
+        if start < read:
             continue
-        if in_traceback:
-            if line[:1].isspace() or stripped.startswith("[..."):
-                continue
-            in_traceback = False
-            yield "outcomes", stripped
-            continue
-        if stripped.startswith("Traceback (most recent call last)"):
-            in_traceback = True
-            continue
-        outcome = _OUTCOME.match(stripped)
-        if outcome:
-            yield "outcomes", outcome.group(1)
-            continue
-        if _SUCCESS.match(stripped):
-            yield "successes", stripped
-            continue
-        code = stripped.lstrip("+-> ")  # diff and quote prefixes
-        if _LISTING.match(line) or stripped.startswith("@@") or code.startswith(_CODE_START):
-            continue
-        if _ERROR.search(stripped):
-            # pytest's "E   " prefix would hide that the line repeats a FAILED summary line.
-            yield "errors", _PYTEST_E.sub("", _PROGRESS.sub("", stripped))
+        end = find("\n", start)
+        line = text[start:] if end < 0 else text[start:end]
+        if line.strip().startswith("Traceback (most recent call last)"):
+            last = None if end < 0 else _TRACEBACK_END.search(text, end)
+            if last is None:
+                break
+            end = find("\n", last.end())
+            found.append(("outcomes", text[last.end() : None if end < 0 else end].strip()))
+            if end < 0:
+                break
+            read = end + 1
+        else:
+            fact = _error_line(line)
+            if fact:
+                found.append(fact)
+    return found
 
 
 def _status_line(text: str) -> str | None:
@@ -212,7 +345,13 @@ def _status_line(text: str) -> str | None:
     loaded", "No broken requirements found."): footers, notices and bare punctuation skipped;
     source listings, `ls -l` rows and single tokens are not statuses."""
     lines = text.splitlines()
-    if sum(bool(line.strip()) for line in lines) < 2:
+    filled = 0
+    for line in lines:
+        if line.strip():
+            filled += 1
+            if filled == 2:
+                break
+    else:
         return None  # a one-line result is a confirmation ("Edited x.py"), not a run's status
     for line in reversed(lines[-12:]):
         stripped = line.strip()
@@ -228,10 +367,9 @@ def _status_line(text: str) -> str | None:
     return None
 
 
-def _verdict(text: str) -> str | None:
-    """How one command's output ended: its last outcome line, else its last error line."""
+def _last_verdict(error_lines: list[tuple[str, str]]) -> str | None:
     outcome = error = None
-    for category, line in _error_lines(text):
+    for category, line in error_lines:
         if category == "outcomes":
             outcome = line
         elif category == "errors":
@@ -239,21 +377,63 @@ def _verdict(text: str) -> str | None:
     return outcome or error
 
 
+def _verdict(text: str) -> str | None:
+    """How one command's output ended: its last outcome line, else its last error line."""
+    return _last_verdict(_error_lines(text))
+
+
+def _urls(text: str) -> list[re.Match[str]]:
+    return list(_find_in(_lines_with, _URL, text, _SCHEME)) if "://" in text else []
+
+
 def _paths(text: str) -> Iterator[str]:
-    text = _URL.sub(" ", text)
-    for m in _PATH.finditer(text):
-        path = m.group(0).rstrip(_TRAILING)
-        segments = [s for s in path.split("/") if s not in ("", ".", "..", "~")]
-        if not segments or any(_NUMERIC.fullmatch(s) for s in segments):
-            continue  # dates, fractions, progress counters (64.9/64.9)
-        anchored = path.startswith(("/", "~/", "./", "../"))
-        has_ext = "." in segments[-1].strip(".")
-        if anchored and (len(segments) >= 2 or has_ext) or has_ext or path.count("/") >= 2:
-            yield path
-    for m in _FILENAME.finditer(text):
-        yield m.group(0)
-    for m in _NAMED_FILES.finditer(text):
-        yield m.group(0)
+    """File paths, then file names, then well-known extensionless names; URLs are not paths."""
+    urls = _urls(text)
+    if urls:  # _URL.sub(" ", text)
+        pieces: list[str] = []
+        last = 0
+        for m in urls:
+            pieces += (text[last : m.start()], " ")
+            last = m.end()
+        pieces.append(text[last:])
+        text = "".join(pieces)
+    if "/" in text:
+        for m in _find_in(_words_with, _PATH, text, _SLASH):
+            path = m.group(0).rstrip(_TRAILING)
+            segments = [s for s in path.split("/") if s not in ("", ".", "..", "~")]
+            if not segments or any(_NUMERIC.fullmatch(s) for s in segments):
+                continue  # dates, fractions, progress counters (64.9/64.9)
+            anchored = path.startswith(("/", "~/", "./", "../"))
+            has_ext = "." in segments[-1].strip(".")
+            if anchored and (len(segments) >= 2 or has_ext) or has_ext or path.count("/") >= 2:
+                yield path
+    if "." in text:
+        for m in _find_in(_words_with, _FILENAME, text, _FILE_END):
+            yield m.group(0)
+    if "file" in text:
+        for m in _find_in(_words_with, _NAMED_FILES, text, _FILE_WORD):
+            yield m.group(0)
+
+
+def _commands(text: str) -> Iterator[str]:
+    if "$" in text:
+        for m in _DOLLAR.finditer(text):
+            yield m.group(1)
+
+
+def _versions(text: str) -> Iterator[str]:
+    if "." in text:
+        for m in _find_in(_words_with, _VERSION, text, _DIGIT_DOT):
+            yield m.group(0)
+
+
+def _identifiers(text: str) -> Iterator[str]:
+    if "`" in text:
+        for m in _BACKTICK.finditer(text):
+            yield m.group(1)
+    if any(word in text for word in _DEF_WORDS):
+        for m in _DEF.finditer(text):
+            yield m.group(1)
 
 
 def _command(value: Any) -> str | None:
@@ -264,42 +444,72 @@ def _command(value: Any) -> str | None:
     return None
 
 
-def _candidates(message: Any) -> dict[str, list[str]]:
-    """Every fact of one message by category, in order of appearance (duplicates included)."""
-    found: dict[str, list[str]] = {c: [] for c in CATEGORIES}
+def _facts(message: Any) -> dict[str, Iterable[str]]:
+    """Every fact of one message by category, in order of appearance (duplicates included).
+
+    Error lines (and so verdicts, outcomes and successes) are found at once; the other categories
+    are iterators that scan the texts as they are read, since a caller may need only their first
+    few facts."""
+    found: dict[str, Iterable[str]] = {c: [] for c in CATEGORIES}
     texts = [_scan_window(t) for t in _texts(message)]
+    last_text, last_errors = -1, []
     if message.get("role") in ("tool", "function") and texts:
-        verdict, status = _verdict(texts[-1]), _status_line(texts[-1])
+        # The last text is read once, for the verdict and for the error lines.
+        last_text, last_errors = len(texts) - 1, _error_lines(texts[-1])
+        verdict, status = _last_verdict(last_errors), _status_line(texts[-1])
         if verdict:
-            found["verdicts"].append(verdict)
+            found["verdicts"] = [verdict]
         if status and not (verdict and verdict in status):
-            found["statuses"].append(status)
+            found["statuses"] = [status]
+    commands: list[str] = []
+    paths: list[str] = []
     for args, raw in _calls(message):
         if isinstance(args, dict):
             for key in COMMAND_KEYS:
                 command = _command(args.get(key))
                 if command:
-                    found["commands"].append(command)
+                    commands.append(command)
             for key in PATH_KEYS:
                 if isinstance(args.get(key), str) and args[key].strip():
-                    found["paths"].append(args[key].strip())
+                    paths.append(args[key].strip())
             texts.extend(_scan_window(s) for s in _strings(args))
         else:
             texts.append(_scan_window(raw))
-    for text in texts:
-        for category, line in _error_lines(text):
-            found[category].append(line)
-        found["commands"].extend(m.group(1) for m in _DOLLAR.finditer(text))
-        found["paths"].extend(_paths(text))
-        found["versions"].extend(m.group(0) for m in _VERSION.finditer(text))
-        found["urls"].extend(m.group(0).rstrip(_TRAILING) for m in _URL.finditer(text))
-        found["identifiers"].extend(m.group(1) for m in _BACKTICK.finditer(text))
-        found["identifiers"].extend(m.group(1) for m in _DEF.finditer(text))
-        found["numbers"].extend(m.group(0) for m in _UNIT.finditer(text))
-    found["identifiers"] = [
-        i for i in found["identifiers"] if len(i.rstrip("()")) >= 3 and i not in _NOT_IDENTIFIERS
-    ]
+    lines: dict[str, list[str]] = {"outcomes": [], "successes": [], "errors": []}
+    for n, text in enumerate(texts):
+        for category, line in last_errors if n == last_text else _error_lines(text):
+            lines[category].append(line)
+    found.update(lines)
+    found["commands"] = chain(commands, (c for t in texts for c in _commands(t)))
+    found["paths"] = chain(paths, (p for t in texts for p in _paths(t)))
+    found["versions"] = (v for t in texts for v in _versions(t))
+    found["urls"] = (m.group(0).rstrip(_TRAILING) for t in texts for m in _urls(t))
+    found["identifiers"] = (
+        i
+        for t in texts
+        for i in _identifiers(t)
+        if len(i.rstrip("()")) >= 3 and i not in _NOT_IDENTIFIERS
+    )
+    found["numbers"] = (m.group(0) for t in texts for m in _UNIT.finditer(t))
     return found
+
+
+def _candidates(message: Any) -> dict[str, list[str]]:
+    """Every fact of one message by category, in order of appearance (duplicates included)."""
+    return {category: list(facts) for category, facts in _facts(message).items()}
+
+
+def _first_unique(facts: Iterable[str], count: int) -> list[str]:
+    """`list(dict.fromkeys(_clip(f) for f in facts))[:count]`, reading no further than needed."""
+    if count < 0:
+        return list(dict.fromkeys(_clip(f) for f in facts))[:count]
+    unique: dict[str, None] = {}
+    if count:
+        for fact in facts:
+            unique[_clip(fact)] = None
+            if len(unique) == count:
+                break
+    return list(unique)
 
 
 def extract_facts(
@@ -311,7 +521,7 @@ def extract_facts(
     never spends two slots on `/a/b.py` and `cat /a/b.py`.
     """
     quotas = CATEGORIES if quotas is None else quotas
-    per_message = [_candidates(m) for m in span if isinstance(m, dict)]
+    per_message = [_facts(m) for m in span if isinstance(m, dict)]
     kept: list[str] = []
     seen: set[str] = set()
 
@@ -329,8 +539,7 @@ def extract_facts(
     for rank, (category, (quota, per_msg)) in enumerate(quotas.items()):
         taken = 0
         for found in per_message:
-            unique = list(dict.fromkeys(_clip(f) for f in found[category]))
-            for fact in unique[:per_msg]:
+            for fact in _first_unique(found[category], per_msg):
                 if taken < quota and len(kept) < limit:
                     taken += take(fact)
                 else:
