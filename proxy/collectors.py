@@ -35,6 +35,8 @@ class LabelBound:
     def __call__(self, value: object) -> str:
         if not isinstance(value, str) or not value:
             return UNKNOWN
+        if value in self.seen:  # seen values are already clean: the per-request case
+            return value
         value = "".join(c for c in value[:LABEL_MAX_CHARS] if c.isprintable())
         if not value:
             return UNKNOWN
