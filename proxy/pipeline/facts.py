@@ -20,12 +20,13 @@ results are exactly those of the plain line-by-line scan (tests/pipeline/test_fa
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
 
 import orjson
 
+from proxy.pipeline.scan import find_in, lines_with, words_with
 from proxy.pipeline.types import Message
 
 MAX_FACTS = 40
@@ -142,80 +143,15 @@ _ANYWHERE_FACT = re.compile(
 )
 # The start of the line that ends a traceback: not blank, not indented, not an omission marker.
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")
-# What every match of a pattern holds. _URL's matches never cross a newline; those of _PATH,
-# _FILENAME, _NAMED_FILES and _VERSION are made of _WORDISH characters, and what their look-aheads
-# test is too.
+# What every match of a pattern holds (for proxy.pipeline.scan.find_in). _URL's matches never
+# cross a newline; those of _PATH, _FILENAME, _NAMED_FILES and _VERSION are made of scan.WORDISH
+# characters, and what their look-aheads test is too.
 _SCHEME = re.compile("://")  # _URL
 _SLASH = re.compile("/")  # _PATH
 _FILE_END = re.compile(rf"\.(?:{_EXT})(?![\w/])")  # _FILENAME
 _FILE_WORD = re.compile("file")  # _NAMED_FILES
 _DIGIT_DOT = re.compile(r"\.(?<=\d\.)\d")  # _VERSION
 _DEF_WORDS = ("def", "class", "fn", "func")  # _DEF (function holds func)
-_WORDISH = re.compile(r"[\w.@+~/=<>!-]*")
-_GAP = 64  # scans closer than this are joined into one: a scan call costs more than the gap
-_SHORT = 160  # a text this short is scanned whole once it holds a trigger
-
-
-def _lines_with(text: str, trigger: re.Pattern[str]) -> list[tuple[int, int]]:
-    """(start, end) of the runs of whole lines of `text` that hold a match of `trigger`."""
-    runs: list[tuple[int, int]] = []
-    search, find, size = trigger.search, text.find, len(text)
-    pos = 0
-    while (m := search(text, pos)) is not None:
-        start = text.rfind("\n", 0, m.start()) + 1
-        end = find("\n", m.end())
-        if end < 0:
-            end = size
-        if runs and start - runs[-1][1] <= _GAP:
-            runs[-1] = (runs[-1][0], end)
-        else:
-            runs.append((start, end))
-        pos = end + 1
-    return runs
-
-
-def _words_with(text: str, trigger: re.Pattern[str]) -> list[tuple[int, int]]:
-    """(start, end) of the maximal runs of _WORDISH characters of `text` that hold a match of
-    `trigger` (close runs joined, with what lies between them)."""
-    runs: list[tuple[int, int]] = []
-    search, size = trigger.search, len(text)
-    backwards = ""  # the text reversed: where a run starts is where it ends in there
-    pos = 0
-    while (m := search(text, pos)) is not None:
-        at = m.start()
-        end = _wordish_end(text, at)
-        if runs and at - runs[-1][1] <= _GAP:
-            runs[-1] = (runs[-1][0], end)
-        else:
-            backwards = backwards or text[::-1]
-            runs.append((size - _wordish_end(backwards, size - at), end))
-        pos = end + 1
-    return runs
-
-
-def _wordish_end(text: str, at: int) -> int:
-    m = _WORDISH.match(text, at)
-    return m.end() if m else at  # always a match, maybe an empty one
-
-
-def _find_in(
-    spans: Callable[[str, re.Pattern[str]], list[tuple[int, int]]],
-    pattern: re.Pattern[str],
-    text: str,
-    trigger: re.Pattern[str],
-) -> Iterator[re.Match[str]]:
-    """`pattern.finditer(text)`, when every match of `pattern` holds a match of `trigger`:
-    only the `spans` (_lines_with or _words_with) of `text` that hold one are scanned.
-
-    The matches are the same: no match crosses a span's ends, and the characters just outside a
-    span (newlines, or characters that are not _WORDISH) pass the pattern's look-aheads as the
-    end of the text does; its look-behinds see the text before the span."""
-    if len(text) <= _SHORT:
-        if trigger.search(text):
-            yield from pattern.finditer(text)
-        return
-    for start, end in spans(text, trigger):
-        yield from pattern.finditer(text, start, end)
 
 
 def normalise(text: str) -> str:
@@ -383,7 +319,7 @@ def _verdict(text: str) -> str | None:
 
 
 def _urls(text: str) -> list[re.Match[str]]:
-    return list(_find_in(_lines_with, _URL, text, _SCHEME)) if "://" in text else []
+    return list(find_in(lines_with, _URL, text, _SCHEME)) if "://" in text else []
 
 
 def _paths(text: str) -> Iterator[str]:
@@ -398,7 +334,7 @@ def _paths(text: str) -> Iterator[str]:
         pieces.append(text[last:])
         text = "".join(pieces)
     if "/" in text:
-        for m in _find_in(_words_with, _PATH, text, _SLASH):
+        for m in find_in(words_with, _PATH, text, _SLASH):
             path = m.group(0).rstrip(_TRAILING)
             segments = [s for s in path.split("/") if s not in ("", ".", "..", "~")]
             if not segments or any(_NUMERIC.fullmatch(s) for s in segments):
@@ -408,10 +344,10 @@ def _paths(text: str) -> Iterator[str]:
             if anchored and (len(segments) >= 2 or has_ext) or has_ext or path.count("/") >= 2:
                 yield path
     if "." in text:
-        for m in _find_in(_words_with, _FILENAME, text, _FILE_END):
+        for m in find_in(words_with, _FILENAME, text, _FILE_END):
             yield m.group(0)
     if "file" in text:
-        for m in _find_in(_words_with, _NAMED_FILES, text, _FILE_WORD):
+        for m in find_in(words_with, _NAMED_FILES, text, _FILE_WORD):
             yield m.group(0)
 
 
@@ -423,7 +359,7 @@ def _commands(text: str) -> Iterator[str]:
 
 def _versions(text: str) -> Iterator[str]:
     if "." in text:
-        for m in _find_in(_words_with, _VERSION, text, _DIGIT_DOT):
+        for m in find_in(words_with, _VERSION, text, _DIGIT_DOT):
             yield m.group(0)
 
 

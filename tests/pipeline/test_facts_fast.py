@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.pipeline import facts
+from proxy.pipeline import facts, scan
 from tests.pipeline import facts_reference as reference
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "dev"
@@ -290,7 +290,7 @@ def test_generated_texts_give_the_same_facts(text: str) -> None:
     assert_same_message(message)
     # Short texts are scanned whole: scan these by runs of lines too, joined and apart.
     for gap in (0, 10**9):
-        with mock.patch.multiple(facts, _SHORT=0, _GAP=gap):
+        with mock.patch.multiple(scan, SHORT=0, GAP=gap):
             assert_same_text(text)
             assert_same_message(message)
 
