@@ -8,7 +8,10 @@ CPU over its rounds divided by the requests it served, so 10 ms clock ticks aver
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.overhead.runner import Bench
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -162,4 +165,83 @@ def versus_line(label: str, v: dict[str, float | None]) -> str:
     return (
         f"  {label}: +p50 {fmt_ratio(v['added_p50'])}, +p99 {fmt_ratio(v['added_p99'])}, "
         f"CPU/req {fmt_ratio(v['cpu_per_req'])}, req/s {fmt_ratio(v['rps'])}"
+    )
+
+
+# --- printing a whole run ---------------------------------------------------------------------
+
+
+def print_summary(b: Bench, floor_name: str) -> None:
+    """The ratios the lead reads first, and what one more streamed chunk costs each server."""
+    print(f"== summary: ratios to {floor_name} (+p50/+p99 = added latency over direct)")
+    cols = f"{'+p50':>8}{'+p99':>8}{'CPU/req':>9}{'req/s':>8}"
+    print(f"  {'scenario':<14}{'c':>4}  {'target':<16}{cols}")
+    for res in b.out["scenarios"]:
+        for key, v in res.get("ratios", {}).items():
+            print(
+                f"  {res['name']:<14}{res['concurrency']:>4}  {key.split('/')[0]:<16}"
+                f"{fmt_ratio(v['added_p50']):>8}{fmt_ratio(v['added_p99']):>8}"
+                f"{fmt_ratio(v['cpu_per_req']):>9}{fmt_ratio(v['rps']):>8}"
+            )
+    by = {(r["name"], r["concurrency"]): r for r in b.out["scenarios"]}
+    lines = []
+    marginal: dict[str, dict[str, float]] = {}
+    # Paced events (one per chunk) when the profile measured them; else the unpaced stream.
+    paced = any(name == "small-sse-paced" for name, _ in by)
+    for c in (1, 64):
+        js = by.get(("small-json", c))
+        ss = by.get(("small-sse-paced" if paced else "small-sse", c))
+        if not js or not ss:
+            continue
+        jrows = {r["target"]: r for r in js["targets"]}
+        for r in ss["targets"]:
+            j = jrows.get(r["target"])
+            if j is None or r["target"].startswith("direct (") or not r["chunks_per_resp"]:
+                continue
+            extra = (r["cpu_per_req_us"] - j["cpu_per_req_us"]) / r["chunks_per_resp"]
+            marginal.setdefault(r["target"], {})[f"c{c}"] = extra
+            lines.append(f"  {r['target']:<16}c={c:<4}{extra:8.1f} us per chunk")
+    if lines:
+        print(
+            "\n== streaming cost: (CPU/req SSE - CPU/req JSON) / chunks relayed, small body"
+            + (" (SSE paced 1 ms apart: one event per chunk)" if paced else "")
+        )
+        print("\n".join(lines))
+    b.out["marginal_cpu_per_chunk_us"] = marginal
+    print()
+
+
+def print_rss(b: Bench) -> None:
+    print("== RSS (MB): idle after start, and the largest after the c=64 rounds")
+    for name in b.servers:
+        idle = b.rss.get("idle", {}).get(name)
+        after = b.rss.get("after_c64", {}).get(name)
+        print(f"  {name:<16}{fmt(idle, 1):>8}{fmt(after, 1):>8}")
+    # Scenarios run in order, so each line includes what the earlier ones left behind.
+    steps = [k for k in b.rss if k.startswith("after ")]
+    if steps:
+        print("  after each c=64 scenario, in run order: " + ", ".join(steps))
+        for name in b.servers:
+            figures = " ".join(f"{fmt(b.rss[k].get(name), 1):>8}" for k in steps)
+            print(f"  {name:<16}{figures}")
+    print()
+
+
+def print_header(b: Bench) -> None:
+    info = b.out["bodies"]
+    print(f"profile {b.args.profile}; servers on 127.0.0.1; encoding {info['encoding']}")
+    for name in ("small-json", "large-json"):
+        print(
+            f"  {name}: {info[name]['bytes']:,} bytes, {info[name]['tokens']:,} tokens, "
+            f"{info[name]['messages']} messages"
+        )
+    if "tiktoken_encode_large_ms" in info:
+        print(
+            f"  tiktoken encode of the large body once: {info['tiktoken_encode_large_ms']:.1f} ms"
+        )
+    print(f"  proxy: window 10,000,000 (untouched); shrink: window {b.args.shrink_window:,}")
+    print(
+        "  '+p50/+p99' = latency added over direct; ttfb50 = median time to first byte "
+        "(JSON: headers; SSE: first event); CPU = server process utime+stime / requests\n",
+        flush=True,
     )

@@ -16,59 +16,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.overhead import bodies, procs, report
 from bench.overhead.procs import ROOT, Server, python_module
+from bench.overhead.scenarios import (
+    PROFILES,
+    Scenario,
+    Target,
+    scenarios_main,
+    scenarios_transport,
+)
 
 LITELLM_VENV = Path("/tmp/litellm-venv")
 # Smoke gate (CI): the proxy may cost at most this many times the floor's CPU per request on
 # small pass-through bodies.
 MAX_CPU_RATIO = 2.5
-
-
-@dataclass(frozen=True)
-class Profile:
-    rounds: int
-    small_seconds: float
-    large_seconds: float
-    # Bodies per round at c=64 when every request is a new conversation: keeps rounds bounded.
-    cold_max: int
-    large_sse: bool
-    # Also run the untouched-window proxy on cold bodies (the shrinking one always is).
-    proxy_cold: bool
-
-
-PROFILES = {
-    "smoke": Profile(3, 0.7, 0.8, cold_max=64, large_sse=False, proxy_cold=False),
-    "full": Profile(6, 1.5, 1.5, cold_max=128, large_sse=True, proxy_cold=True),
-}
-
-
-@dataclass
-class Target:
-    name: str
-    server: Server
-    cold: bool = False
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Scenario:
-    name: str
-    body: str
-    sse: bool
-    concurrency: int
-    targets: list[Target]
-    seconds: float
-    gate: bool = False
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def title(self) -> str:
-        return f"{self.name}  (c={self.concurrency})"
 
 
 class LoadGen:
@@ -336,90 +300,6 @@ class Bench:
             )
 
 
-PACED = {"x-bench-gap-ms": "1"}
-
-
-def scenarios_main(b: Bench, floor_name: str, extra: list[Target]) -> list[Scenario]:
-    s = b.servers
-    p = b.profile
-    base = [Target("direct", b.upstream), Target("direct (A/A)", b.upstream)]
-    small_targets = [*base, Target(floor_name, s[floor_name]), Target("proxy", s["proxy"]), *extra]
-    large_targets = [
-        *base,
-        Target(floor_name, s[floor_name]),
-        Target("proxy mode=off", s["proxy"], headers={"x-shrink-mode": "off"}),
-        Target("proxy", s["proxy"]),
-        *([Target("proxy cold", s["proxy"], cold=True)] if p.proxy_cold else []),
-        Target("shrink", s["shrink"]),
-        Target("shrink cold", s["shrink"], cold=True),
-        *extra,
-    ]
-    out = []
-    for kind in ("json", "sse"):
-        for c in (1, 64):
-            out.append(
-                Scenario(
-                    f"small-{kind}",
-                    f"small-{kind}",
-                    kind == "sse",
-                    c,
-                    small_targets,
-                    p.small_seconds,
-                    gate=True,
-                )
-            )
-    if p.large_sse:
-        # Unpaced, aiohttp hands the relay all 21 events at once (1-2 chunks per response); 1 ms
-        # apart they arrive one per chunk, as from a model: what a streamed chunk costs.
-        out.append(
-            Scenario(
-                "small-sse-paced",
-                "small-sse",
-                True,
-                1,
-                small_targets,
-                p.small_seconds,
-                headers=PACED,
-            )
-        )
-    for kind in ("json", "sse") if p.large_sse else ("json",):
-        for c in (1, 64):
-            out.append(
-                Scenario(
-                    f"large-{kind}",
-                    f"large-{kind}",
-                    kind == "sse",
-                    c,
-                    large_targets,
-                    p.large_seconds,
-                )
-            )
-    return out
-
-
-def scenarios_transport(b: Bench) -> list[Scenario]:
-    s = b.servers
-    targets = [
-        Target("direct", b.upstream),
-        Target("direct (A/A)", b.upstream),
-        Target("floor-httpx", s["floor-httpx"]),
-        Target("floor-aiohttp", s["floor-aiohttp"]),
-    ]
-    secs = b.profile.small_seconds
-    out = [
-        Scenario(f"small-{kind}", f"small-{kind}", kind == "sse", c, targets, secs)
-        for kind in ("json", "sse")
-        for c in (1, 64)
-    ]
-    # Events 1 ms apart arrive one by one, as from a model. Unpaced, aiohttp's reader hands over
-    # everything already buffered as one chunk: cheaper, but not the same work as httpx's.
-    out += [
-        Scenario("small-sse-paced", "small-sse", True, c, targets, secs, headers=PACED)
-        for c in (1, 64)
-    ]
-    return out
-
-
 def unbuffered_check(b: Bench, gen: LoadGen, names: list[str]) -> list[dict[str, Any]]:
     """Time to the first SSE event when the upstream spaces 5 events 200 ms apart: a relay that
     buffers shows ~800 ms instead of ~1 ms."""
@@ -497,62 +377,6 @@ def source_state() -> dict[str, str]:
     }
 
 
-def print_summary(b: Bench, floor_name: str) -> None:
-    """The ratios the lead reads first, and what one more streamed chunk costs each server."""
-    print(f"== summary: ratios to {floor_name} (+p50/+p99 = added latency over direct)")
-    cols = f"{'+p50':>8}{'+p99':>8}{'CPU/req':>9}{'req/s':>8}"
-    print(f"  {'scenario':<14}{'c':>4}  {'target':<16}{cols}")
-    for res in b.out["scenarios"]:
-        for key, v in res.get("ratios", {}).items():
-            print(
-                f"  {res['name']:<14}{res['concurrency']:>4}  {key.split('/')[0]:<16}"
-                f"{report.fmt_ratio(v['added_p50']):>8}{report.fmt_ratio(v['added_p99']):>8}"
-                f"{report.fmt_ratio(v['cpu_per_req']):>9}{report.fmt_ratio(v['rps']):>8}"
-            )
-    by = {(r["name"], r["concurrency"]): r for r in b.out["scenarios"]}
-    lines = []
-    marginal: dict[str, dict[str, float]] = {}
-    # Paced events (one per chunk) when the profile measured them; else the unpaced stream.
-    paced = any(name == "small-sse-paced" for name, _ in by)
-    for c in (1, 64):
-        js = by.get(("small-json", c))
-        ss = by.get(("small-sse-paced" if paced else "small-sse", c))
-        if not js or not ss:
-            continue
-        jrows = {r["target"]: r for r in js["targets"]}
-        for r in ss["targets"]:
-            j = jrows.get(r["target"])
-            if j is None or r["target"].startswith("direct (") or not r["chunks_per_resp"]:
-                continue
-            extra = (r["cpu_per_req_us"] - j["cpu_per_req_us"]) / r["chunks_per_resp"]
-            marginal.setdefault(r["target"], {})[f"c{c}"] = extra
-            lines.append(f"  {r['target']:<16}c={c:<4}{extra:8.1f} us per chunk")
-    if lines:
-        print(
-            "\n== streaming cost: (CPU/req SSE - CPU/req JSON) / chunks relayed, small body"
-            + (" (SSE paced 1 ms apart: one event per chunk)" if paced else "")
-        )
-        print("\n".join(lines))
-    b.out["marginal_cpu_per_chunk_us"] = marginal
-    print()
-
-
-def print_rss(b: Bench) -> None:
-    print("== RSS (MB): idle after start, and the largest after the c=64 rounds")
-    for name in b.servers:
-        idle = b.rss.get("idle", {}).get(name)
-        after = b.rss.get("after_c64", {}).get(name)
-        print(f"  {name:<16}{report.fmt(idle, 1):>8}{report.fmt(after, 1):>8}")
-    # Scenarios run in order, so each line includes what the earlier ones left behind.
-    steps = [k for k in b.rss if k.startswith("after ")]
-    if steps:
-        print("  after each c=64 scenario, in run order: " + ", ".join(steps))
-        for name in b.servers:
-            figures = " ".join(f"{report.fmt(b.rss[k].get(name), 1):>8}" for k in steps)
-            print(f"  {name:<16}{figures}")
-    print()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.overhead",
@@ -616,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
                     extra.append(Target("litellm", server))
         b.start_all()
         gen = LoadGen()
-        print_header(b)
+        report.print_header(b)
         if args.experiment == "transport":
             scenarios = scenarios_transport(b)
         else:
@@ -646,8 +470,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name}: " + " | ".join(head.split("\r\n")))
             print()
         if args.experiment is None:
-            print_summary(b, floor_name)
-        print_rss(b)
+            report.print_summary(b, floor_name)
+        report.print_rss(b)
         b.out["rss_mb"] = b.rss
     except Exception:
         for s in b.servers.values():
@@ -669,23 +493,3 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(b.tmp, ignore_errors=True)
     print("OK")
     return 0
-
-
-def print_header(b: Bench) -> None:
-    info = b.out["bodies"]
-    print(f"profile {b.args.profile}; servers on 127.0.0.1; encoding {info['encoding']}")
-    for name in ("small-json", "large-json"):
-        print(
-            f"  {name}: {info[name]['bytes']:,} bytes, {info[name]['tokens']:,} tokens, "
-            f"{info[name]['messages']} messages"
-        )
-    if "tiktoken_encode_large_ms" in info:
-        print(
-            f"  tiktoken encode of the large body once: {info['tiktoken_encode_large_ms']:.1f} ms"
-        )
-    print(f"  proxy: window 10,000,000 (untouched); shrink: window {b.args.shrink_window:,}")
-    print(
-        "  '+p50/+p99' = latency added over direct; ttfb50 = median time to first byte "
-        "(JSON: headers; SSE: first event); CPU = server process utime+stime / requests\n",
-        flush=True,
-    )
