@@ -33,12 +33,33 @@ THREAD_THRESHOLD = 32 * 1024
 
 
 class CompactMemo(OrderedDict[Hashable, Any]):
-    """A bounded, thread-safe LRU for stage-1 results (agents resend the same tool output)."""
+    """A bounded, thread-safe LRU for stage-1 results and facts lists (agents resend the same
+    tool output every turn).
 
-    def __init__(self, capacity: int):
+    Bounded by entries and by the characters its values hold: a compacted tool result can be
+    anywhere from nothing to tens of KB, so a count alone let the memo of a long-running
+    process grow to ~16 MB (bench/overhead: RSS at the end of a full run, 4,096 entries).
+    """
+
+    # What an entry costs besides its text: key tuple, OrderedDict node, the value object.
+    ENTRY_OVERHEAD = 200
+
+    def __init__(self, capacity: int, max_chars: int = 8 << 20):
         super().__init__()
         self.capacity = capacity
+        self.max_chars = max_chars
+        self.chars = 0
+        self._sizes: dict[Hashable, int] = {}
         self.lock = threading.Lock()
+
+    @classmethod
+    def size_of(cls, value: Any) -> int:
+        text = getattr(value, "text", None)
+        if isinstance(text, str):
+            return cls.ENTRY_OVERHEAD + len(text)
+        if isinstance(value, list):
+            return cls.ENTRY_OVERHEAD + sum(len(v) + 60 for v in value if isinstance(v, str))
+        return cls.ENTRY_OVERHEAD
 
     def __getitem__(self, key: Hashable) -> Any:
         with self.lock:
@@ -47,10 +68,15 @@ class CompactMemo(OrderedDict[Hashable, Any]):
             return value
 
     def __setitem__(self, key: Hashable, value: Any) -> None:
+        size = self.size_of(value)
         with self.lock:
+            self.chars += size - self._sizes.get(key, 0)
+            self._sizes[key] = size
             super().__setitem__(key, value)
-            if len(self) > self.capacity:
-                self.popitem(last=False)
+            self.move_to_end(key)
+            while len(self) > 1 and (len(self) > self.capacity or self.chars > self.max_chars):
+                old, _ = self.popitem(last=False)
+                self.chars -= self._sizes.pop(old)
 
 
 def parse_mode(header: str | None, settings: Settings) -> Mode:

@@ -8,8 +8,9 @@ import asyncio
 import threading
 from typing import Any
 
+from proxy.pipeline.compact import Compacted
 from proxy.settings import Settings
-from proxy.shrinker import THREAD_THRESHOLD, Shrinker
+from proxy.shrinker import THREAD_THRESHOLD, CompactMemo, Shrinker
 from proxy.tokenizers import Tokenizers
 
 
@@ -126,3 +127,32 @@ def test_settle_heap_hides_startup_objects_from_the_collector() -> None:
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_the_stage_one_memo_is_bounded_by_the_text_it_holds() -> None:
+    memo = CompactMemo(capacity=1000, max_chars=10_000)
+    for i in range(20):
+        memo[("tool", i)] = Compacted("x" * 1_000, "log", 900, 300, 3)
+    # Ten entries of ~1,200 characters each exceed 10,000: only the newest fit, oldest go first.
+    assert memo.chars <= 10_000
+    assert ("tool", 19) in memo and ("tool", 0) not in memo
+    assert memo.chars == sum(CompactMemo.size_of(v) for v in memo.values())
+    memo[("tool", 19)] = None  # replacing an entry re-weighs it
+    assert memo.chars == sum(CompactMemo.size_of(v) for v in memo.values())
+
+
+def test_the_stage_one_memo_is_bounded_by_entries_and_keeps_the_recently_used() -> None:
+    memo = CompactMemo(capacity=3)
+    for i in range(3):
+        memo[i] = ["fact"]
+    assert memo[0] == ["fact"]  # a hit makes 0 the most recently used
+    memo[3] = None
+    assert list(memo) == [2, 0, 3]
+
+
+def test_one_entry_larger_than_the_bound_is_still_kept_until_the_next() -> None:
+    memo = CompactMemo(capacity=10, max_chars=100)
+    memo["a"] = Compacted("y" * 5_000, "text", 2_000, 1_000, 0)
+    assert "a" in memo  # the request that made it reads it back on its next turn
+    memo["b"] = None
+    assert list(memo) == ["b"]
