@@ -14,7 +14,7 @@ every reported line holds, and only those lines are read in full. Paths, file na
 are looked for only in the words holding what each match must (a "/", a ".py", a digit-dot-digit),
 URLs in the lines holding "://"; the other patterns start with characters the regex engine skips
 to in C. A message's categories are read lazily: extract_facts takes a few facts of each. The
-results are exactly those of the plain line-by-line scan (tests/pipeline/test_facts_fast.py).
+facts picked are exactly those of the plain line-by-line scan (tests/pipeline/test_facts_fast.py).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from proxy.pipeline.compact.markers import SIGNATURE
 from proxy.pipeline.scan import find_in, lines_with, words_with
 from proxy.pipeline.types import Message
 
@@ -54,6 +55,8 @@ CATEGORIES: dict[str, tuple[int, int]] = {
     "identifiers": (4, 3),
     "numbers": (2, 2),
 }
+# Categories whose facts are whole output lines (how things ended); the others are names.
+LINE_CATEGORIES = frozenset(("verdicts", "outcomes", "errors", "statuses", "successes"))
 COMMAND_KEYS = ("cmd", "command", "script")
 PATH_KEYS = ("path", "file", "filename", "file_path", "filepath", "cwd", "directory", "dir")
 
@@ -161,12 +164,18 @@ def normalise(text: str) -> str:
 
 def _clip(text: str) -> str:
     """Normalise and bound a fact; a long one keeps its head, cut at a space when one is near."""
+    return _clip_whole(text)[0]
+
+
+def _clip_whole(text: str) -> tuple[str, bool]:
+    """_clip(text), and whether that is the whole line: not clipped, no elision of stage 1's
+    inside (the only facts that hold its signature are lines it cut in the middle)."""
     text = normalise(text)
     if len(text) <= MAX_FACT_CHARS:
-        return text
+        return text, SIGNATURE not in text
     head = text[:MAX_FACT_CHARS]
     space = head.rfind(" ")
-    return head[:space] if space > MAX_FACT_CHARS * 0.6 else head
+    return (head[:space] if space > MAX_FACT_CHARS * 0.6 else head), False
 
 
 def _scan_window(text: str) -> str:
@@ -435,36 +444,37 @@ def _candidates(message: Any) -> dict[str, list[str]]:
     return {category: list(facts) for category, facts in _facts(message).items()}
 
 
-def _first_unique(facts: Iterable[str], count: int) -> list[str]:
-    """`list(dict.fromkeys(_clip(f) for f in facts))[:count]`, reading no further than needed."""
-    if count < 0:
-        return list(dict.fromkeys(_clip(f) for f in facts))[:count]
+def _first_unique(facts: Iterable[str], count: int, partial: set[str] | None = None) -> list[str]:
+    """`list(dict.fromkeys(_clip(f) for f in facts))[:count]`, reading no further than needed;
+    the facts that are not whole lines (see _clip_whole) are added to `partial`."""
     unique: dict[str, None] = {}
-    if count:
-        for fact in facts:
-            unique[_clip(fact)] = None
-            if len(unique) == count:
-                break
-    return list(unique)
+    for fact in facts:
+        if len(unique) == count:
+            break
+        clipped, whole = _clip_whole(fact)
+        unique[clipped] = None
+        if not whole and partial is not None:
+            partial.add(clipped)
+    return list(unique)[:count] if count < 0 else list(unique)
 
 
-def extract_facts(
-    span: list[Message], *, limit: int = MAX_FACTS, quotas: dict[str, tuple[int, int]] | None = None
-) -> list[str]:
-    """The facts of `span`, deduplicated, at most `limit`, by category priority then first sight.
-
-    A fact that is a substring of a kept one is dropped (the longer one carries it), so the list
-    never spends two slots on `/a/b.py` and `cat /a/b.py`.
-    """
-    quotas = CATEGORIES if quotas is None else quotas
+def _select(
+    span: list[Message], limit: int, quotas: dict[str, tuple[int, int]]
+) -> tuple[list[str], dict[str, int], set[str]]:
+    """The facts of `span` by category priority then first sight, as extract_facts picks them;
+    with the category rank each was taken under (plus len(quotas) in the second round) and the
+    facts that are partial lines."""
     per_message = [_facts(m) for m in span if isinstance(m, dict)]
     kept: list[str] = []
     seen: set[str] = set()
+    ranks: dict[str, int] = {}  # each fact's category rank; past len(quotas): second round
+    partial: set[str] = set()
 
-    def take(fact: str) -> bool:
+    def take(fact: str, rank: int) -> bool:
         if not fact or fact in seen:
             return False
         seen.add(fact)
+        ranks[fact] = rank
         if any(fact in k for k in kept):
             return False
         kept[:] = [k for k in kept if k not in fact]
@@ -475,16 +485,39 @@ def extract_facts(
     for rank, (category, (quota, per_msg)) in enumerate(quotas.items()):
         taken = 0
         for found in per_message:
-            for fact in _first_unique(found[category], per_msg):
+            for fact in _first_unique(found[category], per_msg, partial):
                 if taken < quota and len(kept) < limit:
-                    taken += take(fact)
+                    taken += take(fact, rank)
                 else:
                     leftovers.append((rank, fact))
-    for _, fact in sorted(leftovers, key=lambda item: item[0]):  # stable: first-seen order
+    for rank, fact in sorted(leftovers, key=lambda item: item[0]):  # stable: first-seen order
         if len(kept) >= limit:
             break
-        take(fact)
-    return kept
+        take(fact, rank + len(quotas))
+    return kept, ranks, partial
+
+
+def extract_facts(
+    span: list[Message], *, limit: int = MAX_FACTS, quotas: dict[str, tuple[int, int]] | None = None
+) -> list[str]:
+    """The facts of `span`, deduplicated, at most `limit`, by category priority then first sight.
+
+    A fact that is a substring of a kept one is dropped (the longer one carries it), so the list
+    never spends two slots on `/a/b.py` and `cat /a/b.py`.
+
+    The list is read in order until a room runs out (the trim marker's facts, a summary's), so
+    a partial line (clipped at MAX_FACT_CHARS, or cut by stage 1) comes after the whole lines
+    of its kind (LINE_CATEGORIES, or the names after them): it costs the most and carries
+    only part of what it says, where the same room holds two or three whole verdicts.
+    """
+    quotas = CATEGORIES if quotas is None else quotas
+    kept, ranks, partial = _select(span, limit, quotas)
+    if not partial:
+        return kept
+    # (round, whole lines or names, partial): the rounds and the kinds keep their order.
+    groups = [(0, c not in LINE_CATEGORIES) for c in quotas]
+    groups += [(1, c not in LINE_CATEGORIES) for c in quotas]
+    return sorted(kept, key=lambda f: (*groups[ranks[f]], f in partial))
 
 
 def missing_facts(summary: str, facts: list[str]) -> list[str]:
