@@ -63,17 +63,38 @@ def cpu_seconds(pid: int) -> float:
     return total / CLK_TCK
 
 
-def rss_mb(pid: int) -> float:
+def _status_kb(pid: int, field: str) -> int:
+    """A /proc/PID/status figure (kB) summed over the process tree."""
     total = 0
     for p in tree(pid):
         try:
             with open(f"/proc/{p}/status") as f:
                 for line in f:
-                    if line.startswith("VmRSS:"):
+                    if line.startswith(field):
                         total += int(line.split()[1])
         except OSError:
             continue
-    return total / 1024
+    return total
+
+
+def rss_mb(pid: int) -> float:
+    return _status_kb(pid, "VmRSS:") / 1024
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start a new peak: Linux resets VmHWM to the current RSS when "5" is written to
+    clear_refs (our own processes). Silently nothing where that is not allowed."""
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            continue
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Largest RSS since the last `reset_peak_rss` (per process, summed over the tree)."""
+    return _status_kb(pid, "VmHWM:") / 1024
 
 
 @dataclass

@@ -212,15 +212,21 @@ def print_summary(b: Bench, floor_name: str) -> None:
 
 
 def print_rss(b: Bench) -> None:
-    print("== RSS (MB): idle after start, and the largest after the c=64 rounds")
+    print(
+        "== RSS (MB): idle after start; the largest after the c=64 rounds; the largest peak"
+        " during them (VmHWM)"
+    )
     for name in b.servers:
         idle = b.rss.get("idle", {}).get(name)
         after = b.rss.get("after_c64", {}).get(name)
-        print(f"  {name:<16}{fmt(idle, 1):>8}{fmt(after, 1):>8}")
+        peak = b.rss.get("peak_c64", {}).get(name)
+        print(f"  {name:<16}{fmt(idle, 1):>8}{fmt(after, 1):>8}{fmt(peak, 1):>8}")
     # Scenarios run in order, so each line includes what the earlier ones left behind.
-    steps = [k for k in b.rss if k.startswith("after ")]
-    if steps:
-        print("  after each c=64 scenario, in run order: " + ", ".join(steps))
+    for kind in ("after", "peak"):
+        steps = [k for k in b.rss if k.startswith(kind + " ")]
+        if not steps:
+            continue
+        print(f"  {kind} each c=64 scenario, in run order: " + ", ".join(steps))
         for name in b.servers:
             figures = " ".join(f"{fmt(b.rss[k].get(name), 1):>8}" for k in steps)
             print(f"  {name:<16}{figures}")

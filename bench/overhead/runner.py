@@ -205,6 +205,9 @@ class Bench:
     def run_scenario(self, gen: LoadGen, sc: Scenario) -> dict[str, Any]:
         rounds = {t.name: report.Rounds(t.name, t.server.name) for t in sc.targets}
         upstream_pid = self.upstream.pid
+        if sc.concurrency > 1:
+            for s in self.servers.values():
+                procs.reset_peak_rss(s.pid)
         for r in range(self.profile.rounds):
             order = sc.targets if r % 2 == 0 else list(reversed(sc.targets))
             for t in order:
@@ -244,10 +247,14 @@ class Bench:
         rows = [rd.summary(direct) for rd in rounds.values()]
         if sc.concurrency > 1:
             after = self.rss.setdefault("after_c64", {})
+            peak = self.rss.setdefault("peak_c64", {})
             now = self.rss.setdefault(f"after {sc.name} c={sc.concurrency}", {})
+            during = self.rss.setdefault(f"peak {sc.name} c={sc.concurrency}", {})
             for name, s in self.servers.items():
                 now[name] = procs.rss_mb(s.pid)
+                during[name] = procs.peak_rss_mb(s.pid)
                 after[name] = max(after.get(name, 0.0), now[name])
+                peak[name] = max(peak.get(name, 0.0), during[name])
         return {
             "name": sc.name,
             "body": sc.body,
