@@ -42,16 +42,30 @@ _ANCHORED = re.compile(
     r"|(?:Tests|Test Suites|Test Files|Snapshots):[ \t]+\d"
     r"|Successfully (?:installed|built|uninstalled|tagged|created|registered)\b"
     r"|(?:added|removed|changed|audited|up to date)\b[^\n]*\bpackages?\b"
-    r"|(?i:total|summary)\b|(?:BUILD|Build) (?:SUCCESSFUL|FAILED|succeeded|failed)\b|Finished\b)"
+    r"|(?i:total|summary)\b|Finished\b"
+    # Maven prints its verdict behind a log level: `[INFO] BUILD FAILURE`.
+    r"|(?:\[[A-Z]+\] )?(?:BUILD|Build) (?:SUCCESS(?:FUL)?|FAILURE|FAILED|succeeded|failed)\b"
+    # Per-package verdicts (go test), error and problem totals (tsc, ESLint, MSBuild), mocha's
+    # totals, infrastructure plans and a merge that stopped.
+    r"|(?:ok|FAIL)[ \t]+\S+[ \t]+(?:[\d.]+s|\(cached\))[ \t]*$"
+    r"|Found \d+ errors?\b|[✖✕×] \d+ problems?\b|\d+ (?:Error|Warning)\(s\)"
+    r"|\d+ (?:passing|failing|pending)\b|Plan: \d+ to add\b|(?:Apply|Destroy) complete!"
+    r"|Automatic merge failed\b)"
     r"|(?P<strong>(?:FAILED|FAIL|ERROR|FATAL|CRITICAL|PANIC)\b"
     r"|(?i:(?:fatal )?error(?:\[[\w-]+\])?:)"
+    # A log level in brackets (Maven, Gradle and many loggers), go's failed test and panic,
+    # git's fatal and conflicts, Kotlin's `e: file`, a Gradle task that failed.
+    r"|\[(?:ERROR|FATAL|SEVERE)\]|--- FAIL:|panic:|fatal:|CONFLICT \("
+    r"|e: (?:file:/|/)|> Task :\S+ FAILED\b|Execution failed for task\b"
     r"|npm (?:ERR!|error)\b|E: "
     # A dotted name ending in Error/Exception/...: the whole name, then a look back at its end
     # (a backtracking `[\w.]*` would retry six suffixes at every character of every first word).
     r"|[\w.]*+(?:(?<=Error)|(?<=Exception)|(?<=Exit)|(?<=Interrupt)|(?<=Failure)|(?<=Fault))(?::|$)"
     r"|make(?:\[\d+\])?: \*\*\*|× )"
     r"|(?P<section>={3,} [^\n]* ={3,}$)"
-    r"|(?P<medium>[E>] |File \"[^\"\n]+\", line \d+)"
+    r"|(?P<medium>[E>] |File \"[^\"\n]+\", line \d+"
+    # An assertion's two sides (Jest, Vitest, Chai, JUnit and others print them on own lines).
+    r"|(?:Expected|Received|Actual)(?: value)?:)"
     r"|(?P<minor>_{3,} [^\n]* _{3,}$)"
     r")",
     re.MULTILINE,  # for the `$` ends of some alternatives
@@ -112,7 +126,20 @@ _RULES = (
         ),
         SUMMARY,
     ),
-    _Rule(("error",), re.compile(r":\d+(?::\d+)?:[ \t]*(?:fatal error|error)\b"), STRONG),
+    # A location, then the word error: gcc/clang `f.c:3:5: error`, tsc and MSBuild
+    # `f.ts(3,5): error TS2322`, ESLint's `  3:5  error  message  rule`.
+    _Rule(
+        ("error",),
+        re.compile(
+            r"(?::\d+(?::\d+)?:|\(\d+(?:,\d+)?\):|^[ \t]*\d+:\d+)[ \t]*(?:fatal error|error)\b"
+        ),
+        STRONG,
+    ),
+    _Rule(
+        ("exit",),
+        re.compile(r"\bexit(?:ed)? (?:with )?(?:non-?zero )?(?:code|status)\b"),
+        SUMMARY,
+    ),
     _Rule(
         (
             "panicked at",

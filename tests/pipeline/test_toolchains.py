@@ -1,0 +1,82 @@
+"""Stage 1 on toolchains the dev corpus does not hold (tests/pipeline/ecosystems.py): each log's
+failure, its location and its verdict survive compaction, and the rules that find them do not
+promote the passing chatter around them."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.pipeline.compact import compact_text
+from proxy.pipeline.compact.scoring import MEDIUM, STRONG, SUMMARY, score_lines
+from tests.pipeline.counters import tik
+from tests.pipeline.ecosystems import logs
+
+FILLER = [f"  step {i}: compiling module part{i}.o" for i in range(6)]
+
+
+def alone(line: str) -> int:
+    """The line's score among neutral lines (no context lent by neighbours)."""
+    return score_lines([*FILLER, line, *FILLER])[len(FILLER)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("budget", [409, 1024])
+def test_every_toolchain_keeps_its_needles(seed: int, budget: int) -> None:
+    for log in logs(seed):
+        done = compact_text(log.text, budget, tik)
+        assert done is not None and done.tokens_after <= budget, log.name
+        missing = [n for n in log.needles if n not in done.text]
+        assert not missing, f"{log.name}: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("line", "score"),
+    [
+        ("--- FAIL: TestDecodeHeader (0.01s)", STRONG),
+        ("panic: runtime error: index out of range [3] with length 3", STRONG),
+        ("ok  \tgithub.com/acme/codec/internal/bits\t0.031s", SUMMARY),
+        ("[ERROR] /src/main/java/com/acme/App.java:[27,15] cannot find symbol", STRONG),
+        ("[INFO] BUILD FAILURE", SUMMARY),
+        ("[INFO] BUILD SUCCESS", SUMMARY),
+        (
+            "src/app.ts(12,5): error TS2322: Type 'string' is not assignable to type 'number'.",
+            STRONG,
+        ),
+        ("Program.cs(10,13): error CS0103: The name 'foo' does not exist", STRONG),
+        ("  12:7  error  'x' is assigned a value but never used  no-unused-vars", STRONG),
+        ("Found 3 errors in 2 files.", SUMMARY),
+        ("✖ 3 problems (2 errors, 1 warning)", SUMMARY),
+        ("  318 passing (4s)", SUMMARY),
+        ("  1 failing", SUMMARY),
+        ("Plan: 3 to add, 1 to change, 0 to destroy.", SUMMARY),
+        ("    1 Error(s)", SUMMARY),
+        ("> Task :app:compileJava FAILED", STRONG),
+        ("e: file:///work/app/src/Report.kt:57:13 Unresolved reference: totalOf", STRONG),
+        ("Execution failed for task ':app:compileKotlin'.", STRONG),
+        ("fatal: not a git repository (or any of the parent directories): .git", STRONG),
+        ("CONFLICT (content): Merge conflict in src/app.py", STRONG),
+        ("Automatic merge failed; fix conflicts and then commit the result.", SUMMARY),
+        ("Command exited with non-zero status 137", SUMMARY),
+        ("    Received: 100", MEDIUM),
+        ("    Expected: 90", MEDIUM),
+    ],
+)
+def test_verdicts_and_errors_of_other_toolchains_are_ranked(line: str, score: int) -> None:
+    assert alone(line) >= score
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "--- PASS: TestDecodeHeader (0.01s)",
+        "=== RUN   TestDecodeHeader",
+        "  12:7  warning  Unexpected console statement  no-console",
+        "[INFO] Compiling 214 source files with javac [debug target 17] to target/classes",
+        "> Task :app:compileJava UP-TO-DATE",
+        "  ✓ handles parse cache (12 ms)",
+        "Auto-merging src/billing/ledger.py",
+        "src/index/codec.ts: emitted in 12ms",
+    ],
+)
+def test_the_passing_chatter_around_them_is_not_promoted(line: str) -> None:
+    assert alone(line) < STRONG
