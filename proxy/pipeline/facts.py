@@ -10,7 +10,8 @@ Facts are whitespace-normalised (runs of whitespace become one space) and compar
 
 Speed matters: a never-seen conversation's whole dropped span is scanned on the request path, so
 no pattern is tried line by line over a whole text. Error lines are found by two scans for what
-every reported line holds, and only those lines are read in full. Paths, file names and versions
+every reported line holds, and only those lines are read in full (with, for some, the line next
+to them: where an error happened, a failing Go test's message). Paths, file names and versions
 are looked for only in the words holding what each match must (a "/", a ".py", a digit-dot-digit),
 URLs in the lines holding "://"; the other patterns start with characters the regex engine skips
 to in C. A message's categories are read lazily: extract_facts takes a few facts of each. The
@@ -90,22 +91,49 @@ _UNIT = re.compile(
     r"\d(?<![\w.]\d)\d*(?:[.,]\d+)?\s?(?:ms|s|sec|seconds?|minutes?|min|h|hours?|[KMGT]i?B|bytes|%"
     r"|tokens|lines|files|tests|passed|failed|errors?|warnings?|skipped)(?![\w%])"
 )
+# An error line holds one of _ERROR_START's forms at its start (matched once) or one of _ERROR's
+# anywhere (searched): one pattern holding both would try every line-start form at every position.
+_ERROR_START = re.compile(
+    r"ERROR\b|Error\b|fatal:|E: |npm (?:ERR!|error) +\S|make(?:\[\d+\])?: \*\*\*"
+    # Other toolchains' failure lines, from their documented formats:
+    r"|--- FAIL: |FAIL\s+\S|panic: "  # go test's and Jest's FAIL lines, a Go panic
+    r"|\S*\.go:\d+:\d+: \S"  # go build, go vet: file.go:12:5: message
+    r"|● (?!Console$)\S|(?:Expected|Received)(?: \w+)?: +\S"  # Jest: a failing test, its values
+    r"|\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
+    r"|e: \S|Execution failed for \S"  # Kotlin's compiler, Gradle
+    r"|CONFLICT \([^)]*\): \S|Automatic merge failed\b"  # git merge, rebase, cherry-pick
+)
 _ERROR = re.compile(
     r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b(?::(?!:)|$)"  # ValueError: ...
-    r"|\bFAILED\b|^ERROR\b|\b(?:fatal )?(?:error|Error|ERROR)(?:\[\w+\])?:(?!:)"  # not error::X
-    r"|^Error\b|^fatal:|^E: "
-    r"|^npm (?:ERR!|error) +\S|^make(?:\[\d+\])?: \*\*\*"
+    r"|\bFAILED\b|\b(?:fatal )?(?:error|Error|ERROR)(?:\[\w+\])?:(?!:)"  # not error::X
     r"|\b(?:No such file or directory|Permission denied|command not found|Segmentation fault"
     r"|undefined reference to)\b"
+    r"|\bpanicked at\b"  # Rust
+    r"|\[(?:ERROR|FATAL|CRITICAL)\] *\S"  # bracketed log levels (Maven, many loggers)
+    r"|\berror [A-Z]{1,4}\d+ ?:"  # error TS2322:, error CS0103:, error C2065:, error MSB3073:
 )
 _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
     r"(?: =+)?$"
 )
+# How a run ended, in the words of other test runners and build tools (whole lines).
+_RUN_OUTCOME = re.compile(
+    r"^(?:Test Suites|Test Files|Tests):?\s+\d+ (?:failed|passed)\b"  # Jest, Vitest
+    r"|^\d+ (?:passing|failing|pending)\b"  # Mocha
+    r"|^FAIL\s+\S+\s+(?:\d+(?:\.\d+)?s|\[[\w ]+\])"  # go test: FAIL <package> 0.41s
+    r"|^test result: (?:ok|FAILED)\."  # cargo test
+    r"|^(?:Failed|Passed)! +- Failed: +\d"  # dotnet test
+    r"|^(?:\[INFO\] )?BUILD (?:SUCCESS(?:FUL)?|FAILURE|FAILED)\b"  # Maven, Gradle, Ant
+    r"|^Build (?:succeeded|FAILED|failed)(?:\.| with \d+ \w+\(s\).*| in [\d.]+s)?$"  # MSBuild
+    r"|^\d+ Error\(s\)$"  # MSBuild
+    r"|^(?:\[[\d:]+(?: [AP]M)?\] )?Found \d+ errors?\b"  # tsc, tsc --watch
+    r"|^✖ \d+ problems?\b"  # ESLint
+)
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
     r"|(?:added|removed|changed|updated) \d+ packages?\b"  # npm
-    r"|\d+ files? changed\b)"  # git
+    r"|\d+ files? changed\b"  # git
+    r"|ok\s+\S+\s+(?:\d+(?:\.\d+)?s|\(cached\)))"  # go test: ok <package> 0.03s
 )
 # Trailing lines that say nothing about how a command went: exit-status footers added by agent
 # frameworks, package managers' upgrade notices, shrink-proxy's own omission markers.
@@ -122,6 +150,14 @@ _NOT_STATUS = re.compile(
 _LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
 _NOT_IDENTIFIERS = frozenset({"None", "True", "False", "null", "true", "false", "self", "cls"})
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
+_STEP = re.compile(r"#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment
+# Where an error happened, on the line after it (blank lines and Terraform's box edge between):
+# rustc's `--> file:line:col`, a JS/Java/.NET stack frame, Terraform's `on main.tf line 48`.
+_LOCATION = re.compile(r"--> \S+:\d+|at \S.*(?:\.\w+:\d+(?::\d+)?\)?|:line \d+)$|on \S+ line \d+\b")
+_BOX = "│"  # Terraform draws a box edge before each line of a diagnostic
+# go test: a failing test's own message (`    codec_test.go:118: got 3, want 4`), on the line
+# just above its `--- FAIL:` line (go test -v) or just below it (_LINE_START_FACT's group 1).
+_GO_DETAIL = re.compile(r"\s+[\w.-]+\.go:\d+: \S")
 _PYTEST_E = re.compile(r"^E\s+")
 _PROGRESS = re.compile(r"\s+\[\s*\d+%\]$")
 _NUMERIC = re.compile(r"[\d.,:]+")
@@ -133,16 +169,23 @@ _ODD_BREAK = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 # Every line that _error_lines reports, or that starts a traceback, holds one of these: a line-start
 # form after the indentation (one scan over "\n" + text: the engine skips from newline to newline)
-# or, anywhere in the line, one of _ERROR's names and phrases.
+# or, anywhere in the line, one of _ERROR's names and phrases (tsc's and MSBuild's error counts,
+# which _RUN_OUTCOME reads, hold "rror"). The line-start forms are grouped by their first
+# character, so that at most newlines only a few are tried. Group 1: go test's `--- FAIL:` line.
 _LINE_START_FACT = re.compile(
-    r"\n[^\S\n]*+(?:Traceback \(most"
-    r"|=* ?\d+ (?:passed|failed|error|skipped|deselected|xfailed|xpassed)"  # _OUTCOME
-    r"|Successfully |(?:added|removed|changed|updated) \d|\d+ files? changed"  # _SUCCESS
-    r"|ERROR|Error|fatal:|E: |npm |make)"  # _ERROR's line-start forms
+    r"\n[^\S\n]*+(?:T(?:raceback \(most|est)"  # a traceback; Jest's and Vitest's Tests:
+    r"|=* ?\d+ (?:passed|failed|error|skipped|deselected|xfailed|xpassed"  # _OUTCOME
+    r"|passing|failing|pending|files? changed)"  # Mocha; git's, in _SUCCESS
+    r"|F(?:AIL|ailed! )|B(?:UILD |uild )|\[INFO\] BUILD |test result:|Passed! |✖ \d"  # _RUN_OUTCOME
+    r"|Successfully |(?:added|removed|changed|updated) \d|ok\s"  # _SUCCESS
+    r"|E(?:RROR|rror|: |xpected|xecution failed)|fatal:|npm |make"  # _ERROR_START
+    r"|(--- FAIL:)|panic: |● |Received|e: |CONFLICT \(|Automatic merge)"
 )
+# `.go:\d` written with a look-behind so that the engine tries only the positions holding a "g";
+# "ked at" for "panicked at" (a "k" is rarer than a "p").
 _ANYWHERE_FACT = re.compile(
     r"rror|RROR|Exception|FAILED|No such file or directory|Permission denied|command not found"
-    r"|Segmentation fault|undefined reference to"
+    r"|Segmentation fault|undefined reference to|ked at|FATAL\]|ITICAL\]|go:\d(?<=\.go:\d)"
 )
 # The start of the line that ends a traceback: not blank, not indented, not an omission marker.
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")
@@ -233,12 +276,18 @@ def _error_line(line: str) -> tuple[str, str] | None:
     outcome = _OUTCOME.match(stripped)
     if outcome:
         return "outcomes", outcome.group(1)
+    if _RUN_OUTCOME.match(stripped):
+        return "outcomes", stripped
     if _SUCCESS.match(stripped):
         return "successes", stripped
     code = stripped.lstrip("+-> ")  # diff and quote prefixes
-    if _LISTING.match(line) or stripped.startswith("@@") or code.startswith(_CODE_START):
+    if (
+        _LISTING.match(line)
+        or stripped.startswith("@@")
+        or (code.startswith(_CODE_START) and not _STEP.match(code))
+    ):
         return None
-    if _ERROR.search(stripped):
+    if _ERROR_START.match(stripped) or _ERROR.search(stripped):
         # pytest's "E   " prefix would hide that the line repeats a FAILED summary line.
         return "errors", _PYTEST_E.sub("", _PROGRESS.sub("", stripped))
     return None
@@ -251,11 +300,23 @@ def _error_lines(text: str) -> list[tuple[str, str]]:
     "successes" (a package manager's or VCS's closing line) and "errors". Only the lines that
     _LINE_START_FACT or _ANYWHERE_FACT find are read; after a "Traceback (most recent call last)"
     line, the next line that is not blank, indented or an omission marker is the exception.
+    An error's location on the next line that is not blank (_location) is listed as "locations"
+    (an error line, but never a verdict); a go test's message on the line next to its `--- FAIL:`
+    line (_GO_DETAIL) is an error.
     """
     if _ODD_BREAK.search(text):
         text = _BREAKS.sub("\n", text)  # the lines of str.splitlines()
-    starts = {m.start() for m in _LINE_START_FACT.finditer("\n" + text)}
+    matches = list(_LINE_START_FACT.finditer("\n" + text))
+    starts = {m.start() for m in matches}
     search, find = _ANYWHERE_FACT.search, text.find
+    details: set[int] = set()  # the starts of the lines next to a `--- FAIL:` line
+    for start in (m.start() for m in matches if m.group(1)):
+        if start:
+            details.add(text.rfind("\n", 0, start - 1) + 1)
+        end = find("\n", start)
+        if end >= 0:
+            details.add(end + 1)
+    starts |= details
     pos = 0
     while (m := search(text, pos)) is not None:
         starts.add(text.rfind("\n", 0, m.start()) + 1)
@@ -278,11 +339,34 @@ def _error_lines(text: str) -> list[tuple[str, str]]:
             if end < 0:
                 break
             read = end + 1
+        elif start in details and _GO_DETAIL.match(line):
+            found.append(("errors", line.strip()))
         else:
             fact = _error_line(line)
             if fact:
                 found.append(fact)
+                if fact[0] == "errors" and end >= 0:
+                    location = _location(text, end + 1)
+                    if location:
+                        found.append(("locations", location[0]))
+                        read = location[1]
     return found
+
+
+def _location(text: str, start: int) -> tuple[str, int] | None:
+    """(line, where the next line starts) when the first line from `start` that is not blank
+    (nor only Terraform's box edge) says where the error on the line before `start` happened."""
+    find = text.find
+    while True:
+        end = find("\n", start)
+        stripped = (text[start:] if end < 0 else text[start:end]).strip()
+        if stripped.lstrip(_BOX).strip():
+            if not _LOCATION.match(stripped.lstrip(_BOX).strip()):
+                return None
+            return stripped, len(text) + 1 if end < 0 else end + 1
+        if end < 0:
+            return None
+        start = end + 1
 
 
 def _status_line(text: str) -> str | None:
@@ -423,7 +507,7 @@ def _facts(message: Any) -> dict[str, Iterable[str]]:
     lines: dict[str, list[str]] = {"outcomes": [], "successes": [], "errors": []}
     for n, text in enumerate(texts):
         for category, line in last_errors if n == last_text else _error_lines(text):
-            lines[category].append(line)
+            lines["errors" if category == "locations" else category].append(line)
     found.update(lines)
     found["commands"] = chain(commands, (c for t in texts for c in _commands(t)))
     found["paths"] = chain(paths, (p for t in texts for p in _paths(t)))

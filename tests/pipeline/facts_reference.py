@@ -2,7 +2,9 @@
 
 tests/pipeline/test_facts_fast.py asserts the live module gives the same output. This copy is the
 plain, line-by-line statement of what facts are; a deliberate change to what facts.py extracts is
-made here first, the same way, then in the fast module.
+made here first, the same way, then in the fast module. Changed since the copy: other toolchains'
+run outcomes (_RUN_OUTCOME), errors (_ERROR's later forms, go test's messages next to `--- FAIL:`)
+and the locations on the line after an error (_LOCATION); BuildKit's `#12 ` is not a comment.
 """
 
 from __future__ import annotations
@@ -73,15 +75,38 @@ _ERROR = re.compile(
     r"|^npm (?:ERR!|error) +\S|^make(?:\[\d+\])?: \*\*\*"
     r"|\b(?:No such file or directory|Permission denied|command not found|Segmentation fault"
     r"|undefined reference to)\b"
+    # Other toolchains' failure lines, from their documented formats:
+    r"|^--- FAIL: |^FAIL\s+\S|^panic: |\bpanicked at\b"  # go test's, Jest's FAIL; Go, Rust panics
+    r"|^\S*\.go:\d+:\d+: \S"  # go build, go vet: file.go:12:5: message
+    r"|^● (?!Console$)\S|^(?:Expected|Received)(?: \w+)?: +\S"  # Jest: failing test, its values
+    r"|\[(?:ERROR|FATAL|CRITICAL)\] *\S"  # bracketed log levels (Maven, many loggers)
+    r"|\berror [A-Z]{1,4}\d+ ?:"  # error TS2322:, error CS0103:, error C2065:, error MSB3073:
+    r"|^\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
+    r"|^e: \S|^Execution failed for \S"  # Kotlin compiler, Gradle
+    r"|^CONFLICT \([^)]*\): \S|^Automatic merge failed\b"  # git merge, rebase, cherry-pick
 )
 _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
     r"(?: =+)?$"
 )
+# How a run ended, in the words of other test runners and build tools (whole lines).
+_RUN_OUTCOME = re.compile(
+    r"^(?:Test Suites|Test Files|Tests):?\s+\d+ (?:failed|passed)\b"  # Jest, Vitest
+    r"|^\d+ (?:passing|failing|pending)\b"  # Mocha
+    r"|^FAIL\s+\S+\s+(?:\d+(?:\.\d+)?s|\[[\w ]+\])"  # go test: FAIL <package> 0.41s
+    r"|^test result: (?:ok|FAILED)\."  # cargo test
+    r"|^(?:Failed|Passed)! +- Failed: +\d"  # dotnet test
+    r"|^(?:\[INFO\] )?BUILD (?:SUCCESS(?:FUL)?|FAILURE|FAILED)\b"  # Maven, Gradle, Ant
+    r"|^Build (?:succeeded|FAILED|failed)(?:\.| with \d+ \w+\(s\).*| in [\d.]+s)?$"  # MSBuild
+    r"|^\d+ Error\(s\)$"  # MSBuild
+    r"|^(?:\[[\d:]+(?: [AP]M)?\] )?Found \d+ errors?\b"  # tsc, tsc --watch
+    r"|^✖ \d+ problems?\b"  # ESLint
+)
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
     r"|(?:added|removed|changed|updated) \d+ packages?\b"  # npm
-    r"|\d+ files? changed\b)"  # git
+    r"|\d+ files? changed\b"  # git
+    r"|ok\s+\S+\s+(?:\d+(?:\.\d+)?s|\(cached\)))"  # go test: ok <package> 0.03s
 )
 # Trailing lines that say nothing about how a command went: exit-status footers added by agent
 # frameworks, package managers' upgrade notices, shrink-proxy's own omission markers.
@@ -98,6 +123,15 @@ _NOT_STATUS = re.compile(
 _LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
 _NOT_IDENTIFIERS = frozenset({"None", "True", "False", "null", "true", "false", "self", "cls"})
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
+_STEP = re.compile(r"#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment
+# Where an error happened, on the line after it (blank lines and Terraform's box edge between):
+# rustc's `--> file:line:col`, a JS/Java/.NET stack frame, Terraform's `on main.tf line 48`.
+_LOCATION = re.compile(r"--> \S+:\d+|at \S.*(?:\.\w+:\d+(?::\d+)?\)?|:line \d+)$|on \S+ line \d+\b")
+_BOX = "│"  # Terraform draws a box edge before each line of a diagnostic
+# go test: a failing test's own message (`    codec_test.go:118: got 3, want 4`), on the line
+# just above its `--- FAIL:` line (go test -v) or just below it.
+_GO_FAIL = re.compile(r"\s*--- FAIL:")
+_GO_DETAIL = re.compile(r"\s+[\w.-]+\.go:\d+: \S")
 _PYTEST_E = re.compile(r"^E\s+")
 _PROGRESS = re.compile(r"\s+\[\s*\d+%\]$")
 _NUMERIC = re.compile(r"[\d.,:]+")
@@ -172,10 +206,14 @@ def _error_lines(text: str) -> Iterator[tuple[str, str]]:
     """(category, line) for lines that report an error or how a run ended.
 
     Categories: "outcomes" (test-run summary lines and the last line of each Python traceback),
-    "successes" (a package manager's or VCS's closing line) and "errors".
+    "successes" (a package manager's or VCS's closing line), "errors", and "locations" (the line
+    after an error, blank lines and Terraform's box edge between, when it says where the error
+    happened: an error line, but never a verdict). A go test's message on the line next to its
+    `--- FAIL:` line is an error.
     """
-    in_traceback = False
-    for line in text.splitlines():
+    in_traceback = after_error = False
+    lines = text.splitlines()
+    for n, line in enumerate(lines):
         stripped = line.strip()
         if not stripped:
             continue
@@ -185,22 +223,44 @@ def _error_lines(text: str) -> Iterator[tuple[str, str]]:
             in_traceback = False
             yield "outcomes", stripped
             continue
+        if after_error:
+            bare = stripped.lstrip(_BOX).strip()
+            if not bare:
+                continue
+            after_error = False
+            if _LOCATION.match(bare):
+                yield "locations", stripped
+                continue
         if stripped.startswith("Traceback (most recent call last)"):
             in_traceback = True
+            continue
+        if _GO_DETAIL.match(line) and (
+            (n > 0 and _GO_FAIL.match(lines[n - 1]))
+            or (n + 1 < len(lines) and _GO_FAIL.match(lines[n + 1]))
+        ):
+            yield "errors", stripped
             continue
         outcome = _OUTCOME.match(stripped)
         if outcome:
             yield "outcomes", outcome.group(1)
             continue
+        if _RUN_OUTCOME.match(stripped):
+            yield "outcomes", stripped
+            continue
         if _SUCCESS.match(stripped):
             yield "successes", stripped
             continue
         code = stripped.lstrip("+-> ")  # diff and quote prefixes
-        if _LISTING.match(line) or stripped.startswith("@@") or code.startswith(_CODE_START):
+        if (
+            _LISTING.match(line)
+            or stripped.startswith("@@")
+            or (code.startswith(_CODE_START) and not _STEP.match(code))
+        ):
             continue
         if _ERROR.search(stripped):
             # pytest's "E   " prefix would hide that the line repeats a FAILED summary line.
             yield "errors", _PYTEST_E.sub("", _PROGRESS.sub("", stripped))
+            after_error = True
 
 
 def _status_line(text: str) -> str | None:
@@ -284,7 +344,7 @@ def _candidates(message: Any) -> dict[str, list[str]]:
             texts.append(_scan_window(raw))
     for text in texts:
         for category, line in _error_lines(text):
-            found[category].append(line)
+            found["errors" if category == "locations" else category].append(line)
         found["commands"].extend(m.group(1) for m in _DOLLAR.finditer(text))
         found["paths"].extend(_paths(text))
         found["versions"].extend(m.group(0) for m in _VERSION.finditer(text))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from proxy.pipeline import Policy, compute_budget, shrink
-from proxy.pipeline.facts import MAX_FACT_CHARS, extract_facts
+from proxy.pipeline.facts import CATEGORIES, MAX_FACT_CHARS, extract_facts, normalise
 from proxy.tokenizers import Tokenizers
+from tests.pipeline import ecosystems
 
 COUNTER = Tokenizers(cache_dir=os.environ.get("TIKTOKEN_CACHE_DIR", "")).for_model("qwen")
 
@@ -103,3 +106,237 @@ def test_the_trim_marker_spends_its_room_on_whole_lines_first():
     marker = plan.messages[plan.marker_index]["content"]
     assert BUILT in marker
     assert plan.report.fits
+
+
+# --- other toolchains: how their runs end, their errors and where these happened -------------
+
+CHATTER = "step 1 done\nstep 2 done\n"
+
+# (tool output, the fact it must give, whether that fact is the output's verdict: first listed)
+TOOLCHAIN_FACTS = [
+    # go test: the failing test, its package's verdict, a passing package, panics, build errors
+    ("=== RUN   TestA\n--- FAIL: TestA (0.01s)\nFAIL\n", "--- FAIL: TestA (0.01s)", False),
+    (
+        CHATTER + "FAIL\tgithub.com/acme/codec\t0.412s\nFAIL\n",
+        "FAIL github.com/acme/codec 0.412s",
+        True,
+    ),
+    (
+        CHATTER + "FAIL\tgithub.com/acme/x [build failed]\n",
+        "FAIL github.com/acme/x [build failed]",
+        True,
+    ),
+    (
+        CHATTER + "ok  \tgithub.com/acme/bits\t0.031s\nPASS\n",
+        "ok github.com/acme/bits 0.031s",
+        False,
+    ),
+    (CHATTER + "panic: boom\n\ngoroutine 1 [running]:\n", "panic: boom", True),
+    (
+        "thread 'main' panicked at src/main.rs:4:5:\nboom\n",
+        "thread 'main' panicked at src/main.rs:4:5:",
+        True,
+    ),
+    (
+        "# acme/codec\n./codec.go:12:5: undefined: frob\n./codec.go:14:2: declared and not used\n",
+        "./codec.go:12:5: undefined: frob",
+        False,
+    ),
+    # A test's own message, just above its `--- FAIL:` line (go test -v) or just below it.
+    (
+        "=== RUN   TestA\n    a_test.go:18: got 3, want 4\n--- FAIL: TestA (0.00s)\n",
+        "a_test.go:18: got 3, want 4",
+        False,
+    ),
+    (
+        "--- FAIL: TestA (0.00s)\n    a_test.go:18: got 3, want 4\nFAIL\n",
+        "a_test.go:18: got 3, want 4",
+        True,
+    ),
+    # Jest, Vitest, Mocha, cargo test, dotnet test
+    (CHATTER + " FAIL  src/cart/discount.test.ts\n", "FAIL src/cart/discount.test.ts", True),
+    (
+        "  ● Cart › applies the discount\n\n    expect(x).toBe(y)\n",
+        "● Cart › applies the discount",
+        True,
+    ),
+    (
+        "    expect(received).toBe(expected)\n\n    Expected: 90\n    Received: 100\n",
+        "Expected: 90",
+        False,
+    ),
+    (
+        "    expect(received).toBe(expected)\n\n    Expected: 90\n    Received: 100\n",
+        "Received: 100",
+        True,
+    ),
+    (
+        " FAIL  src/a.test.ts\nTests:       1 failed, 391 passed, 392 total\nTime: 3 s\n",
+        "Tests: 1 failed, 391 passed, 392 total",
+        True,
+    ),
+    (" Test Files  1 failed | 3 passed (4)\n", "Test Files 1 failed | 3 passed (4)", True),
+    ("  318 passing (4s)\n  1 failing\n\n  1) Ledger\n", "1 failing", True),
+    (
+        "test result: FAILED. 3 passed; 1 failed; 0 ignored\n\nerror: test failed\n",
+        "test result: FAILED. 3 passed; 1 failed; 0 ignored",
+        True,
+    ),
+    (
+        "Failed!  - Failed:     1, Passed:   391, Total:   392\n",
+        "Failed! - Failed: 1, Passed: 391, Total: 392",
+        True,
+    ),
+    # Maven, Gradle, MSBuild, Kotlin
+    (
+        CHATTER + "[ERROR] /w/Ledger.java:[88,24] cannot find symbol\n",
+        "[ERROR] /w/Ledger.java:[88,24] cannot find symbol",
+        True,
+    ),
+    (CHATTER + "[FATAL] Non-resolvable parent POM\n", "[FATAL] Non-resolvable parent POM", True),
+    (
+        "2024-05-01 10:00:00 [CRITICAL] disk full\nretrying\n",
+        "2024-05-01 10:00:00 [CRITICAL] disk full",
+        True,
+    ),
+    (
+        "[INFO] BUILD FAILURE\n[ERROR] Failed to execute goal x: Compilation failure\n",
+        "[INFO] BUILD FAILURE",
+        True,
+    ),
+    (
+        "error: flaky fetch, retrying\nBUILD SUCCESSFUL in 5s\n12 actionable tasks: 12 executed\n",
+        "BUILD SUCCESSFUL in 5s",
+        True,
+    ),
+    (
+        "e: file:///w/Report.kt:57:13 Unresolved reference: totalOf\n",
+        "e: file:///w/Report.kt:57:13 Unresolved reference: totalOf",
+        True,
+    ),
+    (
+        "* What went wrong:\nExecution failed for task ':app:compileKotlin'.\n"
+        "\n* Try:\n> Run with --info\n",
+        "Execution failed for task ':app:compileKotlin'.",
+        True,
+    ),
+    ("Build succeeded.\n    0 Warning(s)\n    0 Error(s)\n", "Build succeeded.", False),
+    ("Build FAILED.\n\n    0 Warning(s)\n    1 Error(s)\n", "1 Error(s)", True),
+    (
+        "Program.cs(31,17): error CS0103: The name 'cfg' does not exist\n",
+        "Program.cs(31,17): error CS0103: The name 'cfg' does not exist",
+        True,
+    ),
+    # TypeScript, ESLint
+    (
+        "src/a.ts(112,7): error TS2322: Type 'string' is not assignable\n",
+        "src/a.ts(112,7): error TS2322: Type 'string' is not assignable",
+        True,
+    ),
+    (
+        "a.ts(3,1): error TS1005: ';' expected.\n\n"
+        "[12:00:01 PM] Found 1 error. Watching for file changes.\n",
+        "[12:00:01 PM] Found 1 error. Watching for file changes.",
+        True,
+    ),
+    (
+        "/w/a.js\n  77:9  error  'total' is never used  no-unused-vars\n\n",
+        "77:9 error 'total' is never used no-unused-vars",
+        True,
+    ),
+    (
+        "/w/a.js\n  7:9  warning  x  no-console\n\n✖ 3 problems (1 error, 2 warnings)\n"
+        "  0 errors and 2 warnings potentially fixable with the `--fix` option.\n",
+        "✖ 3 problems (1 error, 2 warnings)",
+        True,
+    ),
+    # git, docker (BuildKit's `#12 ` step prefix is not a comment)
+    (
+        "CONFLICT (content): Merge conflict in src/a.py\nerror: could not apply 1a2b3c4... fix\n"
+        'hint: Resolve all conflicts manually, then run "git rebase --continue".\n',
+        "CONFLICT (content): Merge conflict in src/a.py",
+        False,
+    ),
+    (
+        "CONFLICT (content): x\nAutomatic merge failed; fix conflicts and then commit the result.\n"
+        "$ git status --short\nUU a.py\n",
+        "Automatic merge failed; fix conflicts and then commit the result.",
+        True,
+    ),
+    (
+        "#12 4.211 src/main.ts:9:1 - error: Cannot find module './routes'\n#12 DONE\n",
+        "#12 4.211 src/main.ts:9:1 - error: Cannot find module './routes'",
+        True,
+    ),
+    # Where an error happened, on the line after it: listed, but never the verdict.
+    (
+        "error[E0308]: mismatched types\n  --> src/ledger.rs:214:27\n    |\n",
+        "--> src/ledger.rs:214:27",
+        False,
+    ),
+    (
+        "AssertionError: expected -5 to equal 5\n"
+        "    at Context.<anonymous> (test/l.spec.js:64:28)\n",
+        "at Context.<anonymous> (test/l.spec.js:64:28)",
+        False,
+    ),
+    (
+        "Unhandled exception. System.Exception: boom\n"
+        "   at Api.Program.Main() in /src/Program.cs:line 31\n",
+        "at Api.Program.Main() in /src/Program.cs:line 31",
+        False,
+    ),
+    (
+        'Error: Unsupported attribute\n\n  on main.tf line 48, in resource "x" "y":\n',
+        'on main.tf line 48, in resource "x" "y":',
+        False,
+    ),
+    (
+        "╷\n│ Error: Unsupported attribute\n│ \n│   on main.tf line 48, in resource:\n"
+        "│   48:   role = aws_iam_role.lambda.arnn\n│ \n"
+        "│ This object has no attribute named arnn.\n╵\n",
+        "│ on main.tf line 48, in resource:",
+        False,
+    ),
+    (  # the error stays the verdict, not its location
+        'Error: Unsupported attribute\n\n  on main.tf line 48, in resource "x" "y":\n',
+        "Error: Unsupported attribute",
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(("output", "fact", "verdict"), TOOLCHAIN_FACTS)
+def test_other_toolchains_lines_are_facts(output: str, fact: str, verdict: bool) -> None:
+    facts = extract_facts([tool(output)])
+    assert fact in facts
+    if verdict:
+        assert facts[0] == fact
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "  ● Console\n\n    console.log\n      hello\n",  # Jest's console block, not a failure
+        "[ERROR] \n[INFO] \n",  # an empty log line
+        "    a_test.go:18: cache warmed\n--- PASS: TestA (0.00s)\n",  # t.Log of a passing test
+        "warning: unused variable: `x`\n  --> src/main.rs:2:9\n",  # a warning's location
+        "# error: not really\n#12: done\n",  # comments
+        "Build succeeded. Quick import smoke test of both libraries passed\n",  # prose
+    ],
+)
+def test_lookalikes_of_those_lines_are_not(output: str) -> None:
+    reports = ("verdicts", "outcomes", "errors", "successes")  # not statuses, not names
+    assert extract_facts([tool(output)], quotas={c: CATEGORIES[c] for c in reports}) == []
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_toolchains_needles_are_facts(seed: int) -> None:
+    """A dropped span holding one long log of each toolchain of tests/pipeline/ecosystems.py lists
+    its needles. Facts are whitespace-normalised, so the needles are compared that way."""
+    for log in ecosystems.logs(seed):
+        call = {"id": "c", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        span = [{"role": "assistant", "content": None, "tool_calls": [call]}, tool(log.text)]
+        facts = extract_facts(span)
+        missing = [n for n in log.needles if not any(normalise(n) in f for f in facts)]
+        assert not missing, (log.name, missing, facts)

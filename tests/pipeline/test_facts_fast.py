@@ -2,8 +2,9 @@
 
 Compared per message (`_candidates`, and the helpers it is made of) and per span (the facts
 `extract_facts` picks, with the default and with other quotas), on every message of the dev
-corpus, on a long session built from it, and on generated texts that mix the shapes the patterns
-look for with odd line breaks, odd whitespace and random characters.
+corpus, on a long session built from it, on the other toolchains' logs of ecosystems.py, and on
+generated texts that mix the shapes the patterns look for with odd line breaks, odd whitespace and
+random characters.
 
 The reference lists the picked facts in the order it picked them; `extract_facts` since puts
 partial lines after the whole ones of their kind (tests/pipeline/test_facts.py): so the pick
@@ -24,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.pipeline import facts, scan
+from tests.pipeline import ecosystems
 from tests.pipeline import facts_reference as reference
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "dev"
@@ -112,6 +114,15 @@ def test_texts_past_the_scan_window_give_the_same_facts() -> None:
         message = {"role": "tool", "tool_call_id": "c", "content": text}
         assert_same_message(message)
         assert_same_span([message])
+
+
+def test_other_toolchains_logs_give_the_same_facts() -> None:
+    for seed in range(3):
+        logs = ecosystems.logs(seed)
+        for log in logs:
+            assert_same_text(log.text)
+            assert_same_message({"role": "tool", "tool_call_id": "c", "content": log.text})
+        assert_same_span([{"role": "tool", "tool_call_id": "c", "content": x.text} for x in logs])
 
 
 FRAGMENTS = [
@@ -214,6 +225,60 @@ FRAGMENTS = [
     "RuntimeException",
     "ERROR",
     "errors",
+    # Other toolchains' shapes (tests/pipeline/ecosystems.py has whole logs of them).
+    "=== RUN   TestDecodeHeader",
+    '    codec_test.go:118: DecodeHeader("v2") = 3, want 4',
+    "--- FAIL: TestDecodeHeader (0.01s)",
+    "    --- FAIL: TestX/sub (0.00s)",
+    "--- PASS: TestOk (0.00s)",
+    "FAIL",
+    "FAIL\tgithub.com/acme/codec\t0.412s",
+    "FAIL\tgithub.com/acme/x [build failed]",
+    "ok  \tgithub.com/acme/codec/bits\t0.031s",
+    "ok  \tgithub.com/acme/y\t(cached)",
+    "./codec.go:12:5: undefined: frob",
+    "panic: runtime error: index out of range [3] with length 3",
+    "thread 'main' panicked at src/main.rs:4:5:",
+    " FAIL  src/cart/discount.test.ts",
+    "  ● Cart › applies the member discount",
+    "  ● Console",
+    "    Expected: 90",
+    "    Received: 100",
+    "Tests:       1 failed, 391 passed, 392 total",
+    "Test Suites: 1 failed, 97 passed, 98 total",
+    "  318 passing (4s)",
+    "  1 failing",
+    "test result: FAILED. 3 passed; 1 failed; 0 ignored",
+    "Failed!  - Failed:     1, Passed:   391, Skipped:     0, Total:   392",
+    "[INFO] BUILD FAILURE",
+    "BUILD SUCCESSFUL in 5s",
+    "Build FAILED.",
+    "Build succeeded with 1 warning(s) in 2.5s",
+    "    1 Error(s)",
+    "[ERROR] /work/Ledger.java:[88,24] cannot find symbol",
+    "[ERROR] ",
+    "[FATAL] Non-resolvable parent POM",
+    "2024-01-01 12:00:00 [CRITICAL] disk full",
+    "src/billing/invoice.ts(112,7): error TS2322: Type 'string'",
+    "/work/src/Api/Program.cs(31,17): error CS0103: The name 'cfg'",
+    "  77:9  error  'total' is assigned a value but never used  no-unused-vars",
+    "✖ 312 problems (1 error, 311 warnings)",
+    "✖ 3 problems",
+    "Found 1 error in src/billing/invoice.ts:112",
+    "[12:00:01 PM] Found 0 errors. Watching for file changes.",
+    "e: file:///work/app/src/main/kotlin/Report.kt:57:13 Unresolved reference: totalOf",
+    "Execution failed for task ':app:compileKotlin'.",
+    "CONFLICT (content): Merge conflict in src/billing/ledger.py",
+    "Automatic merge failed; fix conflicts and then commit the result.",
+    "#12 4.211 src/main.ts:9:1 - error: Cannot find module './routes'",
+    "#12 ERROR: process did not complete successfully: exit code: 2",
+    "  --> src/ledger.rs:214:27",
+    "      at Context.<anonymous> (test/ledger.spec.js:64:28)",
+    "   at Api.Program.Main() in /src/Program.cs:line 31",
+    '  on main.tf line 48, in resource "aws_lambda_function" "api":',
+    "│ Error: Unsupported attribute",
+    "│ ",
+    "│   on main.tf line 48, in resource:",
     "x",
     "",
     "   ",
@@ -244,8 +309,26 @@ traceback = st.tuples(
     st.sampled_from(BREAKS),
 ).map(lambda t: t[3].join([t[0] + FRAGMENTS[0], *t[1], t[2]]))
 
+# An error line, then blank lines or Terraform's box edge, then maybe where it happened; a go test's
+# `--- FAIL:` line between its neighbours.
+LOCATIONS = [f for f in FRAGMENTS if f.lstrip(" │").startswith(("-->", "at ", "on "))]
+diagnostic = st.tuples(
+    st.sampled_from(FRAGMENTS),
+    st.lists(st.sampled_from(["", "   ", "│", "│ ", "\t│"]), max_size=3),
+    st.sampled_from(LOCATIONS + FRAGMENTS),
+    st.sampled_from(BREAKS),
+).map(lambda t: t[3].join([t[0], *t[1], t[2]]))
+go_failure = st.tuples(
+    st.sampled_from(FRAGMENTS),
+    st.sampled_from(["--- FAIL: TestA (0.00s)", "    --- FAIL: TestA/b (0.00s)", "--- FAIL:"]),
+    st.sampled_from(FRAGMENTS),
+    st.sampled_from(BREAKS),
+).map(lambda t: t[3].join(t[:3]))
+
 line = st.one_of(
     traceback,
+    diagnostic,
+    go_failure,
     st.tuples(
         st.sampled_from(INDENTS),
         st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=3),
