@@ -9,13 +9,13 @@ verbatim. Pure: no I/O; junk messages never raise.
 Facts are whitespace-normalised (runs of whitespace become one space) and compared that way.
 
 Speed matters: a never-seen conversation's whole dropped span is scanned on the request path, so
-no pattern is tried line by line over a whole text. Error lines are found by two scans for what
-every reported line holds, and only those lines are read in full (with, for some, the line next
-to them: where an error happened, a failing Go test's message). Paths, file names and versions
-are looked for only in the words holding what each match must (a "/", a ".py", a digit-dot-digit),
-URLs in the lines holding "://"; the other patterns start with characters the regex engine skips
-to in C. A message's categories are read lazily: extract_facts takes a few facts of each. The
-facts picked are exactly those of the plain line-by-line scan (tests/pipeline/test_facts_fast.py).
+no pattern is tried line by line over a whole text. Verdicts, error and status lines come from
+`proxy.pipeline.outcomes`, which reads only the lines its two scans find. Paths, file names and
+versions are looked for only in the words holding what each match must (a "/", a ".py", a
+digit-dot-digit), URLs in the lines holding "://"; the other patterns start with characters the
+regex engine skips to in C. A message's categories are read lazily: extract_facts takes a few
+facts of each. The facts picked are exactly those of the plain line-by-line scan
+(tests/pipeline/test_facts_fast.py).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from proxy.pipeline.compact.markers import SIGNATURE
+from proxy.pipeline.outcomes import error_lines, last_verdict, status_line
 from proxy.pipeline.scan import find_in, lines_with, words_with
 from proxy.pipeline.types import Message
 
@@ -91,104 +92,9 @@ _UNIT = re.compile(
     r"\d(?<![\w.]\d)\d*(?:[.,]\d+)?\s?(?:ms|s|sec|seconds?|minutes?|min|h|hours?|[KMGT]i?B|bytes|%"
     r"|tokens|lines|files|tests|passed|failed|errors?|warnings?|skipped)(?![\w%])"
 )
-# An error line holds one of _ERROR_START's forms at its start (matched once) or one of _ERROR's
-# anywhere (searched): one pattern holding both would try every line-start form at every position.
-_ERROR_START = re.compile(
-    r"ERROR\b|Error\b|fatal:|E: |npm (?:ERR!|error) +\S|make(?:\[\d+\])?: \*\*\*"
-    # Other toolchains' failure lines, from their documented formats:
-    r"|--- FAIL: |FAIL\s+\S|panic: "  # go test's and Jest's FAIL lines, a Go panic
-    r"|\S*\.go:\d+:\d+: \S"  # go build, go vet: file.go:12:5: message
-    r"|● (?!Console$)\S|(?:Expected|Received)(?: \w+)?: +\S"  # Jest: a failing test, its values
-    r"|\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
-    r"|e: \S|Execution failed for \S"  # Kotlin's compiler, Gradle
-    r"|CONFLICT \([^)]*\): \S|Automatic merge failed\b"  # git merge, rebase, cherry-pick
-)
-_ERROR = re.compile(
-    r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b(?::(?!:)|$)"  # ValueError: ...
-    r"|\bFAILED\b|\b(?:fatal )?(?:error|Error|ERROR)(?:\[\w+\])?:(?!:)"  # not error::X
-    r"|\b(?:No such file or directory|Permission denied|command not found|Segmentation fault"
-    r"|undefined reference to)\b"
-    r"|\bpanicked at\b"  # Rust
-    r"|\[(?:ERROR|FATAL|CRITICAL)\] *\S"  # bracketed log levels (Maven, many loggers)
-    r"|\berror [A-Z]{1,4}\d+ ?:"  # error TS2322:, error CS0103:, error C2065:, error MSB3073:
-)
-_OUTCOME = re.compile(
-    r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
-    r"(?: =+)?$"
-)
-# How a run ended, in the words of other test runners and build tools (whole lines).
-_RUN_OUTCOME = re.compile(
-    r"^(?:Test Suites|Test Files|Tests):?\s+\d+ (?:failed|passed)\b"  # Jest, Vitest
-    r"|^\d+ (?:passing|failing|pending)\b"  # Mocha
-    r"|^FAIL\s+\S+\s+(?:\d+(?:\.\d+)?s|\[[\w ]+\])"  # go test: FAIL <package> 0.41s
-    r"|^test result: (?:ok|FAILED)\."  # cargo test
-    r"|^(?:Failed|Passed)! +- Failed: +\d"  # dotnet test
-    r"|^(?:\[INFO\] )?BUILD (?:SUCCESS(?:FUL)?|FAILURE|FAILED)\b"  # Maven, Gradle, Ant
-    r"|^Build (?:succeeded|FAILED|failed)(?:\.| with \d+ \w+\(s\).*| in [\d.]+s)?$"  # MSBuild
-    r"|^\d+ Error\(s\)$"  # MSBuild
-    r"|^(?:\[[\d:]+(?: [AP]M)?\] )?Found \d+ errors?\b"  # tsc, tsc --watch
-    r"|^✖ \d+ problems?\b"  # ESLint
-)
-_SUCCESS = re.compile(
-    r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
-    r"|(?:added|removed|changed|updated) \d+ packages?\b"  # npm
-    r"|\d+ files? changed\b"  # git
-    r"|ok\s+\S+\s+(?:\d+(?:\.\d+)?s|\(cached\)))"  # go test: ok <package> 0.03s
-)
-# Trailing lines that say nothing about how a command went: exit-status footers added by agent
-# frameworks, package managers' upgrade notices, shrink-proxy's own omission markers.
-_FOOTER = re.compile(
-    r"^\[?(?:exit(?:ed)?(?: with)? ?(?:code|status)|return ?code|process exited with code)"
-    r"\s*[:=]?\s*-?\d+\]?\.?$"
-    r"|^\[notice\]|^npm notice\b|^\[\.\.\. .* omitted by shrink-proxy \.\.\.\]$",
-    re.I,
-)
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z][.,:;!?]?")  # a word of prose, not a path
-_NOT_STATUS = re.compile(
-    r"[-+|@<>{}\[\]()\"'#]|[dlcbps-][rwxsStT-]{9}"
-)  # diffs, tables, code, ls -l
-_LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
 _NOT_IDENTIFIERS = frozenset({"None", "True", "False", "null", "true", "false", "self", "cls"})
-_CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
-_STEP = re.compile(r"#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment
-# Where an error happened, on the line after it (blank lines and Terraform's box edge between):
-# rustc's `--> file:line:col`, a JS/Java/.NET stack frame, Terraform's `on main.tf line 48`.
-_LOCATION = re.compile(r"--> \S+:\d+|at \S.*(?:\.\w+:\d+(?::\d+)?\)?|:line \d+)$|on \S+ line \d+\b")
-_BOX = "│"  # Terraform draws a box edge before each line of a diagnostic
-# go test: a failing test's own message (`    codec_test.go:118: got 3, want 4`), on the line
-# just above its `--- FAIL:` line (go test -v) or just below it (_LINE_START_FACT's group 1).
-_GO_DETAIL = re.compile(r"\s+[\w.-]+\.go:\d+: \S")
-_PYTEST_E = re.compile(r"^E\s+")
-_PROGRESS = re.compile(r"\s+\[\s*\d+%\]$")
 _NUMERIC = re.compile(r"[\d.,:]+")
 _TRAILING = ".,:;!?)]}'\"`"
-
-# Line breaks other than "\n" that str.splitlines() also splits at: _error_lines turns them into
-# "\n" first, so that its lines are exactly those of splitlines().
-_ODD_BREAK = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-# Every line that _error_lines reports, or that starts a traceback, holds one of these: a line-start
-# form after the indentation (one scan over "\n" + text: the engine skips from newline to newline)
-# or, anywhere in the line, one of _ERROR's names and phrases (tsc's and MSBuild's error counts,
-# which _RUN_OUTCOME reads, hold "rror"). The line-start forms are grouped by their first
-# character, so that at most newlines only a few are tried. Group 1: go test's `--- FAIL:` line.
-_LINE_START_FACT = re.compile(
-    r"\n[^\S\n]*+(?:T(?:raceback \(most|est)"  # a traceback; Jest's and Vitest's Tests:
-    r"|=* ?\d+ (?:passed|failed|error|skipped|deselected|xfailed|xpassed"  # _OUTCOME
-    r"|passing|failing|pending|files? changed)"  # Mocha; git's, in _SUCCESS
-    r"|F(?:AIL|ailed! )|B(?:UILD |uild )|\[INFO\] BUILD |test result:|Passed! |✖ \d"  # _RUN_OUTCOME
-    r"|Successfully |(?:added|removed|changed|updated) \d|ok\s"  # _SUCCESS
-    r"|E(?:RROR|rror|: |xpected|xecution failed)|fatal:|npm |make"  # _ERROR_START
-    r"|(--- FAIL:)|panic: |● |Received|e: |CONFLICT \(|Automatic merge)"
-)
-# `.go:\d` written with a look-behind so that the engine tries only the positions holding a "g";
-# "ked at" for "panicked at" (a "k" is rarer than a "p").
-_ANYWHERE_FACT = re.compile(
-    r"rror|RROR|Exception|FAILED|No such file or directory|Permission denied|command not found"
-    r"|Segmentation fault|undefined reference to|ked at|FATAL\]|ITICAL\]|go:\d(?<=\.go:\d)"
-)
-# The start of the line that ends a traceback: not blank, not indented, not an omission marker.
-_TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")
 # What every match of a pattern holds (for proxy.pipeline.scan.find_in). _URL's matches never
 # cross a newline; those of _PATH, _FILENAME, _NAMED_FILES and _VERSION are made of scan.WORDISH
 # characters, and what their look-aheads test is too.
@@ -270,147 +176,6 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
-def _error_line(line: str) -> tuple[str, str] | None:
-    """(category, line) when one line, outside a traceback, reports an error or how a run ended."""
-    stripped = line.strip()
-    outcome = _OUTCOME.match(stripped)
-    if outcome:
-        return "outcomes", outcome.group(1)
-    if _RUN_OUTCOME.match(stripped):
-        return "outcomes", stripped
-    if _SUCCESS.match(stripped):
-        return "successes", stripped
-    code = stripped.lstrip("+-> ")  # diff and quote prefixes
-    if (
-        _LISTING.match(line)
-        or stripped.startswith("@@")
-        or (code.startswith(_CODE_START) and not _STEP.match(code))
-    ):
-        return None
-    if _ERROR_START.match(stripped) or _ERROR.search(stripped):
-        # pytest's "E   " prefix would hide that the line repeats a FAILED summary line.
-        return "errors", _PYTEST_E.sub("", _PROGRESS.sub("", stripped))
-    return None
-
-
-def _error_lines(text: str) -> list[tuple[str, str]]:
-    """(category, line) for lines that report an error or how a run ended.
-
-    Categories: "outcomes" (test-run summary lines and the last line of each Python traceback),
-    "successes" (a package manager's or VCS's closing line) and "errors". Only the lines that
-    _LINE_START_FACT or _ANYWHERE_FACT find are read; after a "Traceback (most recent call last)"
-    line, the next line that is not blank, indented or an omission marker is the exception.
-    An error's location on the next line that is not blank (_location) is listed as "locations"
-    (an error line, but never a verdict); a go test's message on the line next to its `--- FAIL:`
-    line (_GO_DETAIL) is an error.
-    """
-    if _ODD_BREAK.search(text):
-        text = _BREAKS.sub("\n", text)  # the lines of str.splitlines()
-    matches = list(_LINE_START_FACT.finditer("\n" + text))
-    starts = {m.start() for m in matches}
-    search, find = _ANYWHERE_FACT.search, text.find
-    details: set[int] = set()  # the starts of the lines next to a `--- FAIL:` line
-    for start in (m.start() for m in matches if m.group(1)):
-        if start:
-            details.add(text.rfind("\n", 0, start - 1) + 1)
-        end = find("\n", start)
-        if end >= 0:
-            details.add(end + 1)
-    starts |= details
-    pos = 0
-    while (m := search(text, pos)) is not None:
-        starts.add(text.rfind("\n", 0, m.start()) + 1)
-        pos = find("\n", m.end()) + 1
-        if not pos:
-            break
-    found: list[tuple[str, str]] = []
-    read = 0  # lines that start before this were read as part of a traceback
-    for start in sorted(starts):
-        if start < read:
-            continue
-        end = find("\n", start)
-        line = text[start:] if end < 0 else text[start:end]
-        if line.strip().startswith("Traceback (most recent call last)"):
-            last = None if end < 0 else _TRACEBACK_END.search(text, end)
-            if last is None:
-                break
-            end = find("\n", last.end())
-            found.append(("outcomes", text[last.end() : None if end < 0 else end].strip()))
-            if end < 0:
-                break
-            read = end + 1
-        elif start in details and _GO_DETAIL.match(line):
-            found.append(("errors", line.strip()))
-        else:
-            fact = _error_line(line)
-            if fact:
-                found.append(fact)
-                if fact[0] == "errors" and end >= 0:
-                    location = _location(text, end + 1)
-                    if location:
-                        found.append(("locations", location[0]))
-                        read = location[1]
-    return found
-
-
-def _location(text: str, start: int) -> tuple[str, int] | None:
-    """(line, where the next line starts) when the first line from `start` that is not blank
-    (nor only Terraform's box edge) says where the error on the line before `start` happened."""
-    find = text.find
-    while True:
-        end = find("\n", start)
-        stripped = (text[start:] if end < 0 else text[start:end]).strip()
-        if stripped.lstrip(_BOX).strip():
-            if not _LOCATION.match(stripped.lstrip(_BOX).strip()):
-                return None
-            return stripped, len(text) + 1 if end < 0 else end + 1
-        if end < 0:
-            return None
-        start = end + 1
-
-
-def _status_line(text: str) -> str | None:
-    """The last line of a command's output when it reads like a status ("151 CA certificates
-    loaded", "No broken requirements found."): footers, notices and bare punctuation skipped;
-    source listings, `ls -l` rows and single tokens are not statuses."""
-    lines = text.splitlines()
-    filled = 0
-    for line in lines:
-        if line.strip():
-            filled += 1
-            if filled == 2:
-                break
-    else:
-        return None  # a one-line result is a confirmation ("Edited x.py"), not a run's status
-    for line in reversed(lines[-12:]):
-        stripped = line.strip()
-        if not stripped or _FOOTER.search(stripped) or not any(c.isalnum() for c in stripped):
-            continue
-        if _LISTING.match(line) or line[:1].isspace() or stripped.startswith(_CODE_START):
-            return None
-        if sum(bool(_WORD.fullmatch(w)) for w in stripped.split()) < 2 or _NOT_STATUS.match(
-            stripped
-        ):
-            return None
-        return stripped
-    return None
-
-
-def _last_verdict(error_lines: list[tuple[str, str]]) -> str | None:
-    outcome = error = None
-    for category, line in error_lines:
-        if category == "outcomes":
-            outcome = line
-        elif category == "errors":
-            error = line
-    return outcome or error
-
-
-def _verdict(text: str) -> str | None:
-    """How one command's output ended: its last outcome line, else its last error line."""
-    return _last_verdict(_error_lines(text))
-
-
 def _urls(text: str) -> list[re.Match[str]]:
     return list(find_in(lines_with, _URL, text, _SCHEME)) if "://" in text else []
 
@@ -484,8 +249,8 @@ def _facts(message: Any) -> dict[str, Iterable[str]]:
     last_text, last_errors = -1, []
     if message.get("role") in ("tool", "function") and texts:
         # The last text is read once, for the verdict and for the error lines.
-        last_text, last_errors = len(texts) - 1, _error_lines(texts[-1])
-        verdict, status = _last_verdict(last_errors), _status_line(texts[-1])
+        last_text, last_errors = len(texts) - 1, error_lines(texts[-1])
+        verdict, status = last_verdict(last_errors), status_line(texts[-1])
         if verdict:
             found["verdicts"] = [verdict]
         if status and not (verdict and verdict in status):
@@ -506,7 +271,7 @@ def _facts(message: Any) -> dict[str, Iterable[str]]:
             texts.append(_scan_window(raw))
     lines: dict[str, list[str]] = {"outcomes": [], "successes": [], "errors": []}
     for n, text in enumerate(texts):
-        for category, line in last_errors if n == last_text else _error_lines(text):
+        for category, line in last_errors if n == last_text else error_lines(text):
             lines["errors" if category == "locations" else category].append(line)
     found.update(lines)
     found["commands"] = chain(commands, (c for t in texts for c in _commands(t)))

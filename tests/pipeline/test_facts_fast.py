@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.pipeline import facts, scan
+from proxy.pipeline import facts, outcomes, scan
 from tests.pipeline import ecosystems
 from tests.pipeline import facts_reference as reference
 
@@ -51,9 +51,9 @@ def texts_of(message: Any) -> list[str]:
 
 
 def assert_same_text(text: str) -> None:
-    assert facts._error_lines(text) == list(reference._error_lines(text))
-    assert facts._status_line(text) == reference._status_line(text)
-    assert facts._verdict(text) == reference._verdict(text)
+    assert outcomes.error_lines(text) == list(reference._error_lines(text))
+    assert outcomes.status_line(text) == reference._status_line(text)
+    assert outcomes.verdict(text) == reference._verdict(text)
     assert list(facts._paths(text)) == list(reference._paths(text))
 
 
