@@ -1,6 +1,7 @@
 """Long tool outputs from toolchains the dev corpus does not hold, each with the lines a model
 must still see after stage 1 (its "needles"): Go, Rust, Jest, Mocha, Maven, Gradle, TypeScript,
-ESLint, .NET, Terraform, Docker, git.
+ESLint, .NET, Terraform, Docker, git; and two JSON listings (Kubernetes pods, CI runs) where one
+item of hundreds reports the failure.
 
 The dev corpus is mostly Python and npm; the rules of `scoring` are meant for the shapes build and
 test tools share, not for those two. These logs check that on outputs written the way each tool
@@ -11,6 +12,7 @@ tuned to any rule.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ class Log:
     name: str
     text: str
     needles: tuple[str, ...]
+    kind: str = "log"  # or "json": a document stage 1 rebuilds as JSON
 
 
 def _words(rng: random.Random, n: int) -> str:
@@ -311,6 +314,72 @@ def mocha(rng: random.Random) -> Log:
     )
 
 
+def kubectl_pods(rng: random.Random) -> Log:
+    """`kubectl get pods -o json`: one pod of hundreds is crash-looping."""
+
+    def pod(name: str, state: dict[str, object], ready: bool, restarts: int) -> dict[str, object]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "shop", "labels": {"app": name.split("-")[0]}},
+            "spec": {"nodeName": f"node-{rng.randint(1, 9)}", "containers": [{"name": "app"}]},
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [
+                    {"name": "app", "ready": ready, "restartCount": restarts, "state": state}
+                ],
+            },
+        }
+
+    started = {"running": {"startedAt": "2026-11-30T09:12:00Z"}}
+    items = [
+        pod(f"{_words(rng, 1)}-{rng.randint(10000, 99999)}-{i}", started, True, 0)
+        for i in range(rng.randint(120, 200))
+    ]
+    crashing = {
+        "waiting": {
+            "reason": "CrashLoopBackOff",
+            "message": "back-off 5m0s restarting failed container=app pod=billing-api-7d9f8-x2x9z",
+        }
+    }
+    items.insert(
+        rng.randint(len(items) // 4, len(items) * 3 // 4),
+        pod("billing-api-7d9f8-x2x9z", crashing, False, 14),
+    )
+    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=4)
+    return Log(
+        "kubectl pods",
+        text,
+        ('"name": "billing-api-7d9f8-x2x9z"', '"reason": "CrashLoopBackOff"'),
+        "json",
+    )
+
+
+def gh_runs(rng: random.Random) -> Log:
+    """`gh run list --json ...`: one run of hundreds failed."""
+    runs = [
+        {
+            "databaseId": 9_000_000 + i,
+            "displayTitle": f"Update {_words(rng, 2)}",
+            "headBranch": f"feature/{_words(rng, 2)}",
+            "status": "completed",
+            "conclusion": "success",
+            "createdAt": f"2026-11-{rng.randint(1, 29):02d}T{rng.randint(0, 23):02d}:00:00Z",
+        }
+        for i in range(rng.randint(150, 250))
+    ]
+    failed = dict(
+        runs[0], databaseId=9_123_456, headBranch="fix/ledger-rounding", conclusion="failure"
+    )
+    runs.insert(rng.randint(len(runs) // 4, len(runs) * 3 // 4), failed)
+    return Log(
+        "gh run list",
+        json.dumps(runs, indent=2),
+        ('"databaseId": 9123456', '"headBranch": "fix/ledger-rounding"'),
+        "json",
+    )
+
+
 GENERATORS: tuple[Callable[[random.Random], Log], ...] = (
     go_test,
     cargo_build,
@@ -324,6 +393,8 @@ GENERATORS: tuple[Callable[[random.Random], Log], ...] = (
     terraform,
     docker_build,
     git_merge,
+    kubectl_pods,
+    gh_runs,
 )
 
 

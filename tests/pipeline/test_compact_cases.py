@@ -319,6 +319,61 @@ def test_json_array_keeps_ends_and_stays_valid(count) -> None:
     assert count(r.text) <= 400
 
 
+def runs(conclusions: dict[int, str], n: int = 300) -> list[dict[str, object]]:
+    """A CI run listing: every run passed except those in `conclusions`."""
+    return [
+        {
+            "id": 9000 + i,
+            "branch": f"feature/topic-{i}",
+            "checks": {"lint": {"conclusion": "success", "error": None}},
+            "conclusion": conclusions.get(i, "success"),
+        }
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+def test_json_array_keeps_an_item_from_its_middle_that_reports_a_failure(count) -> None:
+    doc = runs({137: "failure"})
+    doc[211]["checks"]["lint"]["error"] = "lint crashed: exit 2"  # an error member that holds one
+    r = compact_text(json.dumps(doc, indent=2), 800, count)
+    assert r is not None and r.kind == "json" and count(r.text) <= 800
+    value = json.loads(r.text)
+    kept = [item for item in value if isinstance(item, dict)]
+    assert kept[0]["id"] == 9000 and kept[-1]["id"] == 9299  # the ends, as before
+    failed = [item for item in kept if item["id"] in (9137, 9211)]
+    assert [item["branch"] for item in failed] == ["feature/topic-137", "feature/topic-211"]
+    assert failed[1]["checks"]["lint"]["error"] == "lint crashed: exit 2"
+    gaps = [v for v in value if isinstance(v, str)]
+    assert all("more items" in g for g in gaps) and len(gaps) == 3  # one marker per gap
+
+
+def test_json_array_without_failures_keeps_only_its_ends() -> None:
+    # "error": null, a passing conclusion: nothing reports a failure, so nothing extra is kept.
+    r = compact_text(json.dumps(runs({}), indent=2), 400, tik)
+    assert r is not None
+    value = json.loads(r.text)
+    gaps = [i for i, v in enumerate(value) if isinstance(v, str)]
+    assert len(gaps) == 1 and gaps[0] == len(value) - gaps[0] - 1 + (len(value) % 2 == 0)
+
+
+def test_json_failure_deep_inside_an_item_is_shown_with_the_item_s_names() -> None:
+    items = [
+        {"metadata": {"name": f"web-{i}"}, "status": {"containers": [{"state": {"ok": True}}]}}
+        for i in range(200)
+    ]
+    items[90]["status"]["containers"][0]["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    r = compact_text(json.dumps({"items": items}, indent=4), 300, tik)
+    assert r is not None and r.kind == "json"
+    assert '"name": "web-90"' in r.text and '"reason": "CrashLoopBackOff"' in r.text
+
+
+def test_json_where_every_item_fails_still_fits() -> None:
+    doc = runs({i: "failure" for i in range(300)})
+    r = compact_text(json.dumps(doc, indent=2), 300, tik)
+    assert r is not None and tik(r.text) <= 300
+
+
 def test_json_object_keeps_top_level_keys_and_cuts_strings() -> None:
     doc = {
         "python": "3.11.7",

@@ -334,7 +334,8 @@ def test_lookalikes_of_those_lines_are_not(output: str) -> None:
 def test_every_toolchains_needles_are_facts(seed: int) -> None:
     """A dropped span holding one long log of each toolchain of tests/pipeline/ecosystems.py lists
     its needles. Facts are whitespace-normalised, so the needles are compared that way."""
-    for log in ecosystems.logs(seed):
+    # Text logs only: a failing item of a JSON listing is found by stage 1 (jsonish), not here.
+    for log in (log for log in ecosystems.logs(seed) if log.kind == "log"):
         call = {"id": "c", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
         span = [{"role": "assistant", "content": None, "tool_calls": [call]}, tool(log.text)]
         facts = extract_facts(span)

@@ -3,7 +3,9 @@
 Cutting `npm view --json` or an API response at line boundaries leaves broken JSON and loses the
 keys a model navigates by. Instead the document is parsed and rebuilt smaller: objects keep their
 keys down to a depth, long arrays keep their first and last items plus an element saying how many
-were dropped, long strings lose their middle, deeper parts become a one-string summary. Levels go
+were dropped, long strings lose their middle, deeper parts become a one-string summary. An item
+from the middle of an array that reports a failure (a crash-looping pod, the one failed run) is
+kept too, a few levels deeper than the rest. Levels go
 from generous to stingy; the first that fits wins. A short trailer after the document (an agent
 framework's `[exit code: 0]`) is kept verbatim. If not even the skeleton fits, the caller falls
 back to line compaction.
@@ -11,8 +13,10 @@ back to line compaction.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -124,6 +128,48 @@ def _scalar_size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False))
 
 
+# An array item that reports a failure is kept from the middle too (a pod in CrashLoopBackOff
+# among 200 running ones, the one check that failed): said in a string value, or by an
+# error-like member that holds something.
+_FAILURE_WORDS = re.compile(
+    r"\b(?:errors?|fail(?:ed|ing|ures?|s)?|exceptions?|fatal|panic(?:ked)?|crash\w*|denied"
+    r"|refused|invalid|timed? ?out|unhealthy|\w*backoff|oom\w*|killed|aborted)\b",
+    re.IGNORECASE,
+)
+# How many levels deeper than the others an array item that reports a failure, and the path to
+# a failure, are shown (a pod's waiting reason sits six levels down in `kubectl get pods -o json`).
+FAILURE_DEPTH = 3
+_FAILURE_KEYS = frozenset(
+    {"error", "errors", "err", "exception", "failure", "failures", "stderr", "fault", "faults"}
+)
+
+
+class _Failures:
+    """Which containers report a failure anywhere inside, computed once per node and call."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, bool] = {}
+
+    def reports(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return _FAILURE_WORDS.search(value) is not None
+        if not isinstance(value, (dict, list)):
+            return False
+        key = id(value)
+        found = self._memo.get(key)
+        if found is None:
+            if isinstance(value, dict):
+                found = any(
+                    (k.lower() in _FAILURE_KEYS and v not in (None, False, 0, "", [], {}))
+                    or self.reports(v)
+                    for k, v in value.items()
+                )
+            else:
+                found = any(self.reports(v) for v in value)
+            self._memo[key] = found
+        return found
+
+
 class _Sizer:
     """Compact serialised length of every node, computed once per call and reused by all levels."""
 
@@ -150,6 +196,7 @@ class _Sizer:
 class _Shrinker:
     level: Level
     sizer: _Sizer
+    failures: _Failures
     per_char: float  # tokens per serialised char, measured on the whole input
 
     def tokens(self, chars: int) -> int:
@@ -168,11 +215,18 @@ class _Shrinker:
             return f"{value[:head]} {note} {value[len(value) - tail :] if tail else ''}".rstrip()
         return value
 
+    def _too_deep(self, value: dict[str, Any] | list[Any], depth: int) -> bool:
+        """Past the level's depth a container becomes a summary, unless it reports a failure:
+        the path to a failure may go FAILURE_DEPTH levels deeper."""
+        if depth < self.level.depth:
+            return False
+        return depth >= self.level.depth + FAILURE_DEPTH or not self.failures.reports(value)
+
     def _summary(self, kind: str, value: dict[str, Any] | list[Any]) -> str:
         return markers.container_omitted(kind, len(value), self.tokens(self.sizer.size(value)))
 
     def _object(self, value: dict[str, Any], depth: int) -> Any:
-        if value and depth >= self.level.depth:
+        if value and self._too_deep(value, depth):
             return self._summary("object", value)
         members = list(value.items())
         keep = self.level.keys
@@ -191,22 +245,39 @@ class _Shrinker:
         return result
 
     def _array(self, value: list[Any], depth: int) -> Any:
-        if value and depth >= self.level.depth:
+        if value and self._too_deep(value, depth):
             return self._summary("array", value)
         keep = self.level.items
         if len(value) <= keep + 1:
             return [self.shrink(v, depth + 1) for v in value]
         head = math.ceil(keep / 2)
         tail = keep - head
-        dropped = value[head : len(value) - tail]
-        chars = sum(self.sizer.size(v) + 2 for v in dropped)
-        note = markers.items_omitted(len(dropped), self.tokens(chars))
-        kept_tail = value[len(value) - tail :] if tail else []
-        return (
-            [self.shrink(v, depth + 1) for v in value[:head]]
-            + [note]
-            + [self.shrink(v, depth + 1) for v in kept_tail]
-        )
+        end = len(value) - tail
+        # Up to half as many again (at least one) from the middle: the first items there that
+        # report a failure.
+        middle = (i for i in range(head, end) if self.failures.reports(value[i]))
+        extra = itertools.islice(middle, max(1, keep // 2) if keep else 0)
+        kept = [*range(head), *extra, *range(end, len(value))]
+        out: list[Any] = []
+        after = 0  # first index not yet kept or noted
+        for i in kept:
+            if i > after:
+                gap = value[after:i]
+                chars = sum(self.sizer.size(v) + 2 for v in gap)
+                out.append(markers.items_omitted(len(gap), self.tokens(chars)))
+            # An item that reports a failure is shown FAILURE_DEPTH levels deeper than the
+            # others, its name and ids beside the failure.
+            relax = FAILURE_DEPTH if self.failures.reports(value[i]) else 0
+            out.append(self.shrink(value[i], depth + 1 - relax))
+            after = i + 1
+        if after < len(value):  # no tail kept (keep is 1)
+            gap = value[after:]
+            out.append(
+                markers.items_omitted(
+                    len(gap), self.tokens(sum(self.sizer.size(v) + 2 for v in gap))
+                )
+            )
+        return out
 
 
 def compact_json(
@@ -215,11 +286,11 @@ def compact_json(
     """The document rebuilt at the most generous level that fits `budget`, with its trailer."""
     trailer = "\n" + doc.trailer if doc.trailer else ""
     room = budget - (count(trailer) + 1 if trailer else 0)
-    sizer = _Sizer()
+    sizer, failures = _Sizer(), _Failures()
     per_char = tokens_before / max(1, sizer.size(doc.value) + len(trailer))
     per_text_char = tokens_before / max(1, doc.chars + len(trailer))
     for level in LEVELS:
-        shrunk = _Shrinker(level, sizer, per_char).shrink(doc.value, 0)
+        shrunk = _Shrinker(level, sizer, failures, per_char).shrink(doc.value, 0)
         text = dump(shrunk, doc.indent)
         # The estimate skips exact counts of candidates that are far too big (cheap guard).
         if len(text) * per_text_char > room * 1.6:
