@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Replaced by the load generator with `nonce-` + 16 hex digits (same width).
+# Replaced by the load generator with `nonce-` + 16 decimal digits (same width).
 NONCE = b"nonce-@@@@@@@@@@@@@@@@"
-WARM_NONCE = b"nonce-0000000000000000"
+# Nonces are 16 decimal digits: tiktoken splits digits in runs of three, so every nonce costs the
+# same tokens and a cold body is exactly as large as the warm one (hex nonces varied by ~10
+# tokens each, and near a budget's edge some cold bodies needed a trim the warm one did not).
+WARM_NONCE = b"nonce-%016d" % 2718281828459045
 MODEL = "qwen2.5-coder:7b"  # a local model name: the proxy counts it with cl100k_base
 
 SMALL_SYSTEM = (

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.overhead.bodies import NONCE
+from bench.overhead.bodies import NONCE, WARM_NONCE
 
 HOST = "127.0.0.1"
 
@@ -129,7 +129,7 @@ def _headers(head: bytes) -> dict[str, str]:
 class Job:
     """A prepared run: open connections, a body source, then a measured phase."""
 
-    nonces = itertools.count(int.from_bytes(os.urandom(4), "big") << 28)
+    nonces = itertools.count(int.from_bytes(os.urandom(6), "big") % 10**15)
 
     def __init__(self, spec: dict[str, Any], templates: dict[str, bytes]):
         self.port: int = spec["port"]
@@ -152,14 +152,14 @@ class Job:
         ).encode()
         self.head = head
         self.template = template
-        self.warm_raw = head + template.replace(NONCE, b"nonce-0000000000000000")
+        self.warm_raw = head + template.replace(NONCE, WARM_NONCE)
         self.conns = [Conn(self.port) for _ in range(self.concurrency)]
         self.errors: list[str] = []
 
     def raw(self) -> bytes:
         if not self.cold:
             return self.warm_raw
-        nonce = b"nonce-%016x" % next(self.nonces)
+        nonce = b"nonce-%016d" % next(self.nonces)
         return self.head + self.template.replace(NONCE, nonce)
 
     async def prepare(self, warmup: int) -> None:
