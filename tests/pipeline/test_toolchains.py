@@ -80,3 +80,11 @@ def test_verdicts_and_errors_of_other_toolchains_are_ranked(line: str, score: in
 )
 def test_the_passing_chatter_around_them_is_not_promoted(line: str) -> None:
     assert alone(line) < STRONG
+
+
+def test_a_line_whose_lowercase_is_longer_does_not_shift_the_scores_below_it() -> None:
+    # "İ" lowercases to two characters: line-start matches must still land on their own line.
+    lines = ["İİİİİİİİİİ " * 3, "plain output", "FAILED tests/test_a.py::test_b - assert 1 == 2"]
+    lines += ["more output"] * 5
+    scores = score_lines(lines)
+    assert scores[2] >= STRONG and scores[1] < STRONG

@@ -320,7 +320,13 @@ def score_lines(lines: Sequence[str]) -> list[int]:
     low = text.lower()
     low_lines = low.split("\n")
     finder = _Finder(low, low_lines)
-    starts = finder.starts
+    # The line-start rules read the text itself: where a lowercased line changed length ("İ"
+    # lowercases to two characters), its lines start elsewhere than in `low`.
+    starts = (
+        finder.starts
+        if len(low) == len(text)
+        else list(accumulate((len(line) + 1 for line in lines), initial=0))
+    )
     n = len(lines)
     scores = [NORMAL] * n
     # One newline in front: every line, the first included, then starts right after a newline.
