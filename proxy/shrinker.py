@@ -33,8 +33,8 @@ THREAD_THRESHOLD = 32 * 1024
 
 
 class CompactMemo(OrderedDict[Hashable, Any]):
-    """A bounded, thread-safe LRU for stage-1 results and facts lists (agents resend the same
-    tool output every turn).
+    """A bounded, thread-safe LRU for stage-1 results, facts lists and the facts text under a
+    marker (agents resend the same tool output and the same dropped span every turn).
 
     Bounded by entries and by the characters its values hold: a compacted tool result can be
     anywhere from nothing to tens of KB, so a count alone let the memo of a long-running
@@ -54,7 +54,7 @@ class CompactMemo(OrderedDict[Hashable, Any]):
 
     @classmethod
     def size_of(cls, value: Any) -> int:
-        text = getattr(value, "text", None)
+        text = value if isinstance(value, str) else getattr(value, "text", None)
         if isinstance(text, str):
             return cls.ENTRY_OVERHEAD + len(text)
         if isinstance(value, list):

@@ -156,3 +156,33 @@ def test_one_entry_larger_than_the_bound_is_still_kept_until_the_next() -> None:
     assert "a" in memo  # the request that made it reads it back on its next turn
     memo["b"] = None
     assert list(memo) == ["b"]
+
+
+def trimmed_conversation() -> dict[str, Any]:
+    """A conversation a 4k window must trim, with facts to list for the dropped span."""
+    body = conversation("m", 3 * THREAD_THRESHOLD)
+    for i in range(6):
+        body["messages"] += [
+            {"role": "assistant", "content": f"Step {i}: running the tests again."},
+            {
+                "role": "user",
+                "content": f"FAILED tests/test_{i}.py::test_it - assert {i} == 0\n" * 40,
+            },
+        ]
+    return body
+
+
+def test_the_memo_changes_no_plan_and_is_kept_per_encoding() -> None:
+    def fresh(model: str) -> Any:
+        body = {**trimmed_conversation(), "model": model}
+        return Shrinker(Settings(context_window=4096), Tokenizers()).plan_sync(body, "trim")
+
+    shared = Shrinker(Settings(context_window=4096), Tokenizers())
+    for model in ("qwen2.5-coder", "gpt-4o", "qwen2.5-coder", "gpt-4o"):  # cl100k, o200k, again
+        plan = shared.plan_sync({**trimmed_conversation(), "model": model}, "trim")
+        expected = fresh(model)
+        assert plan.messages == expected.messages and plan.report == expected.report, model
+        assert plan.report.actions.get("trim") and plan.report.actions.get("facts")
+    # One stage-1 result and one facts text per encoding: the two encodings count differently.
+    kinds = [key[0] for key in shared.memo if isinstance(key, tuple)]
+    assert kinds.count("tool") == 2 and kinds.count("facts-text") >= 2

@@ -135,6 +135,9 @@ class CallCounter:
         self.inner = inner
         self.exact = inner.exact
         self.count_text = inner.count_text
+        # The encoding's name, in memo keys: a compaction fitted with one encoding's counts is
+        # not the one another encoding needs.
+        self.name: str = getattr(inner, "name", "")
         self._seen: dict[int, tuple[Message, int]] = {}
 
     def count_message(self, message: Message) -> int:
@@ -172,7 +175,7 @@ def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
             continue
         content = m.get("content")
         if isinstance(content, str):
-            done = _compact(content, limit, counter.count_text, memo)
+            done = _compact(content, limit, counter, memo)
             if done is None:
                 continue
             new: Message = {**m, "content": done.text}
@@ -200,7 +203,7 @@ def _compact_parts(
     before = after = 0
     for part in parts:
         text = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
-        done = _compact(text, limit, counter.count_text, memo) if isinstance(text, str) else None
+        done = _compact(text, limit, counter, memo) if isinstance(text, str) else None
         if done is None:
             new_parts.append(part)
             continue
@@ -212,18 +215,18 @@ def _compact_parts(
 
 
 def _compact(
-    text: str, limit: int, count: Callable[[str], int], memo: CompactMemo | None
+    text: str, limit: int, counter: CallCounter, memo: CompactMemo | None
 ) -> Compacted | None:
     # Tokens never exceed UTF-8 bytes, so a short text needs no count at all.
     if len(text) <= limit and len(text.encode()) <= limit:
         return None
     if memo is None:
-        return compact_text(text, limit, count)
-    key = ("tool", len(text), hash(text), limit)
+        return compact_text(text, limit, counter.count_text)
+    key = ("tool", counter.name, len(text), hash(text), limit)
     try:
         return memo[key]
     except KeyError:
-        done = memo[key] = compact_text(text, limit, count)
+        done = memo[key] = compact_text(text, limit, counter.count_text)
         return done
 
 
@@ -298,15 +301,27 @@ def _facts_text(span: list[Message], ctx: _Context) -> str:
     budget = ctx.facts_tokens
     if not span or budget <= 0:
         return ""
+    span_key = _span_key(span) if ctx.memo is not None else None
+    # Stage 2 weighs each candidate cut with its list, every turn: a warm request finds the
+    # text here instead of counting forty short facts once per candidate.
+    key = ("facts-text", ctx.counter.name, span_key, budget)
+    if span_key is not None and ctx.memo is not None:
+        try:
+            return ctx.memo[key]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
     bullets: list[str] = []
     used = ctx.counter.count_text(FACTS_INTRO)
-    for fact in _span_facts(span, ctx.memo):
+    for fact in _span_facts(span, ctx.memo, span_key):
         cost = ctx.counter.count_text(fact) + 2
         if used + cost > budget:
             continue
         bullets.append(f"- {fact}")
         used += cost
-    return f"{FACTS_INTRO}\n" + "\n".join(bullets) if bullets else ""
+    text = f"{FACTS_INTRO}\n" + "\n".join(bullets) if bullets else ""
+    if span_key is not None and ctx.memo is not None:
+        ctx.memo[key] = text
+    return text
 
 
 def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
@@ -325,15 +340,23 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
     return out
 
 
-def _span_facts(span: list[Message], memo: CompactMemo | None) -> list[str]:
-    """extract_facts, memoized by the span's content: the sticky cut resends the same span."""
+def _span_key(span: list[Message]) -> tuple[int, int] | None:
+    """The span's content as a memo key; None past orjson's nesting limit (the wire allows
+    256 levels)."""
     try:
         data = orjson.dumps(span, option=orjson.OPT_NON_STR_KEYS, default=repr)
-    except TypeError:  # nesting past orjson's limit (the wire allows 256 levels): no memo
-        memo = None
-    if memo is None:
+    except TypeError:
+        return None
+    return len(data), hash(data)
+
+
+def _span_facts(
+    span: list[Message], memo: CompactMemo | None, span_key: tuple[int, int] | None
+) -> list[str]:
+    """extract_facts, memoized by the span's content: the sticky cut resends the same span."""
+    if memo is None or span_key is None:
         return extract_facts(span)
-    key = ("facts", len(data), hash(data))
+    key = ("facts", *span_key)
     try:
         return memo[key]  # type: ignore[return-value]
     except KeyError:
