@@ -179,6 +179,10 @@ async def chat_completions(request: Request) -> Response:
             changed = True
     if content is None:
         content = wire.dump_with_messages(body, messages) if changed else raw
+    # The client's bytes are not needed once re-serialised: 64 in-flight 192 KB conversations
+    # held 12 MB of them while waiting on the upstream (bench/overhead, peak RSS).
+    raw_size = len(raw)
+    del raw
     if model is not None:
         ex.on_usage = lambda usage: check_truncation(state, ex, model, report.tokens_after, usage)
     try:
@@ -186,7 +190,7 @@ async def chat_completions(request: Request) -> Response:
         if mode != "off" and state.settings.overflow_retry and overflow_inspectable(resp):
             error = await ex.read_all(resp)
             assert error is not None  # overflow_inspectable checked the declared length
-            retry = await shrink_to_stated_limit(state, body, len(raw), mode, resp, error, report)
+            retry = await shrink_to_stated_limit(state, body, raw_size, mode, resp, error, report)
             if retry is None:
                 return await ex.answer_buffered(resp, error)
             if mode == "compact" and retry.span and retry.marker_index is not None:

@@ -173,9 +173,10 @@ class Shrinker:
         counter = CallCounter(tokens)
         new_chars = 0
         for m in messages:
-            n = tokens.cached_count(m)
+            key = tokens.message_key(m)
+            n = tokens.cached_count(m, key)
             if n is not None:
-                counter.remember(m, n)
+                counter.remember(m, n, key)
                 continue
             content = m.get("content")
             new_chars += len(content) if isinstance(content, str) else len(str(content))

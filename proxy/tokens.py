@@ -130,8 +130,9 @@ def text_key(text: str, kind: str = "t") -> int:
     return hash((kind, len(text), hash(text)))
 
 
-def _message_key(message: Any) -> int:
-    """Key of a message's content, so re-sent messages hit the cache.
+def message_key(message: Any) -> int:
+    """Key of a message's content, so re-sent messages hit the cache (and, chained, the key of a
+    conversation prefix: stage 2's replay memo).
 
     A message of plain scalar fields (nearly all of them) is keyed by the set of its items;
     anything nested (tool calls, content parts) by its JSON with sorted keys. Key order never
@@ -202,9 +203,15 @@ class TokenCounter:
             return self._len(text)
         return self._cached(text_key(text), lambda: self._len(text))
 
-    def count_message(self, message: Mapping[str, Any]) -> int:
-        """Tokens of one chat message, overhead included. Junk is counted by its JSON/str form."""
-        return self._cached(_message_key(message), lambda: self._count_message(message))
+    # The key the cache files a message under; callers that need it too compute it once.
+    message_key = staticmethod(message_key)
+
+    def count_message(self, message: Mapping[str, Any], key: int | None = None) -> int:
+        """Tokens of one chat message, overhead included. Junk is counted by its JSON/str form.
+        `key`: the message's `message_key`, when the caller has it already."""
+        if key is None:
+            key = message_key(message)
+        return self._cached(key, lambda: self._count_message(message))
 
     def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """A whole prompt: every message plus the tokens that prime the assistant's reply."""
@@ -222,10 +229,11 @@ class TokenCounter:
         text = _as_text(tools)
         return self._cached(text_key(text, "tools"), lambda: self._len(text))
 
-    def cached_count(self, message: Any) -> int | None:
+    def cached_count(self, message: Any, key: int | None = None) -> int | None:
         """The message's count if it is in the cache (a hit, as for `count_message`), else None.
         Lets the edge tell a warm request from a cold one without encoding anything."""
-        key = _message_key(message)
+        if key is None:
+            key = message_key(message)
         with self._lock:
             n = self._cache.get(key)
             if n is None:

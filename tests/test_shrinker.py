@@ -186,3 +186,27 @@ def test_the_memo_changes_no_plan_and_is_kept_per_encoding() -> None:
     # One stage-1 result and one facts text per encoding: the two encodings count differently.
     kinds = [key[0] for key in shared.memo if isinstance(key, tuple)]
     assert kinds.count("tool") == 2 and kinds.count("facts-text") >= 2
+
+
+def test_remembered_replays_change_no_plan_across_reserves_and_turns() -> None:
+    """Stage 2's replay memo: a shared shrinker seeing each turn of a growing conversation with
+    several completion reserves (each its own budget, the same stage 1) plans exactly what a
+    fresh one plans."""
+    full: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(40):
+        full.append({"role": "user", "content": f"Question {i}: " + "why is it slow? " * 40})
+        full.append({"role": "assistant", "content": f"Answer {i}: " + "it allocates. " * 50})
+    shared = Shrinker(Settings(context_window=8192), Tokenizers())
+    cuts = set()
+    for turn in range(41, len(full) + 1, 2):
+        for max_tokens in (None, 3000, 256, 1500):
+            body: dict[str, Any] = {"model": "m", "messages": full[:turn]}
+            if max_tokens:
+                body["max_tokens"] = max_tokens
+            plan = shared.plan_sync(body, "trim")
+            expected = Shrinker(Settings(context_window=8192), Tokenizers()).plan_sync(body, "trim")
+            assert plan.messages == expected.messages, (turn, max_tokens)
+            assert plan.report == expected.report
+            cuts.add((max_tokens, plan.report.actions.get("trim")))
+    assert len(cuts) > 8  # the budgets really cut in different places
+    assert any(isinstance(k, tuple) and k[0] == "replay" for k in shared.memo)

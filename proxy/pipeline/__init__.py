@@ -29,9 +29,10 @@ __all__ = ["Budget", "CallCounter", "Plan", "Policy", "Report", "compute_budget"
 REPLY_PRIMING = 3
 FACTS_INTRO = "Key lines from the omitted messages, verbatim:"
 TOOL_ROLES = ("tool", "function")
-# Stage-1 results by ("tool", text length, text hash, limit), the dropped span's facts by
-# ("facts", length, hash) of the span's JSON. Python's hash is keyed per process (SipHash) and
-# cached on each str, so looking up a tool result resent every turn costs nothing more.
+# Stage-1 results by ("tool", encoding, text length, text hash, limit), the dropped span's facts
+# by ("facts", span key) (its messages' count keys), stage 2's replays by ("replay", prefix
+# chain). Python's hash is keyed per process (SipHash) and cached on each str, so looking up a
+# tool result resent every turn costs nothing more.
 CompactMemo = MutableMapping[Hashable, Any]
 
 
@@ -129,6 +130,8 @@ class CallCounter:
     messages several times per call, and hashing a 150k-token conversation again each time is
     what a warm request would otherwise spend its time on. The edge may fill it first
     (`remember`) while deciding where to run the pipeline, and pass it in as the counter.
+    When the inner counter can say how it keys a message (`message_key`), the key is kept
+    too: chained, the keys name each prefix of the conversation for stage 2's replay memo.
     """
 
     def __init__(self, inner: Counter):
@@ -138,14 +141,19 @@ class CallCounter:
         # The encoding's name, in memo keys: a compaction fitted with one encoding's counts is
         # not the one another encoding needs.
         self.name: str = getattr(inner, "name", "")
-        self._seen: dict[int, tuple[Message, int]] = {}
+        self._key: Callable[[Message], int] | None = getattr(inner, "message_key", None)
+        self._seen: dict[int, tuple[Message, int, int | None]] = {}
 
     def count_message(self, message: Message) -> int:
         hit = self._seen.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        n = self.inner.count_message(message)
-        self._seen[id(message)] = (message, n)  # holding the message keeps its id unique
+        if self._key is None:
+            key, n = None, self.inner.count_message(message)
+        else:
+            key = self._key(message)
+            n = self.inner.count_message(message, key)  # type: ignore[call-arg]
+        self._seen[id(message)] = (message, n, key)  # holding the message keeps its id unique
         return n
 
     def total(self, messages: list[Message]) -> int:
@@ -157,8 +165,15 @@ class CallCounter:
             n += hit[1] if hit is not None and hit[0] is m else self.count_message(m)
         return n
 
-    def remember(self, message: Message, n: int) -> None:
-        self._seen[id(message)] = (message, n)
+    def remember(self, message: Message, n: int, key: int | None = None) -> None:
+        self._seen[id(message)] = (message, n, key)
+
+    def key_of(self, message: Message) -> int | None:
+        """The message's cache key (None when the inner counter has none)."""
+        hit = self._seen.get(id(message))
+        if hit is not None and hit[0] is message and hit[2] is not None:
+            return hit[2]
+        return None if self._key is None else self._key(message)
 
 
 def _total(messages: list[Message], counter: CallCounter, fixed: int) -> int:
@@ -248,6 +263,10 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         count_text=counter.count_text,
         note=note,
         grid_budget=ctx.grid_room,
+        key_of=getattr(counter, "key_of", None),
+        memo=ctx.memo,
+        # Everything a replay depends on besides the messages themselves.
+        seed=(counter.name, ctx.room, ctx.policy, note is not None, ctx.facts_tokens),
     )
     if result is None:
         return messages
@@ -301,7 +320,7 @@ def _facts_text(span: list[Message], ctx: _Context) -> str:
     budget = ctx.facts_tokens
     if not span or budget <= 0:
         return ""
-    span_key = _span_key(span) if ctx.memo is not None else None
+    span_key = _span_key(span, ctx.counter) if ctx.memo is not None else None
     # Stage 2 weighs each candidate cut with its list, every turn: a warm request finds the
     # text here instead of counting forty short facts once per candidate.
     key = ("facts-text", ctx.counter.name, span_key, budget)
@@ -340,9 +359,15 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
     return out
 
 
-def _span_key(span: list[Message]) -> tuple[int, int] | None:
+def _span_key(span: list[Message], counter: Any = None) -> Hashable | None:
     """The span's content as a memo key; None past orjson's nesting limit (the wire allows
-    256 levels)."""
+    256 levels). From the counter's message keys when it has them (every message of the span
+    was counted already): hashing those ints costs nothing next to serialising the span."""
+    key_of = getattr(counter, "key_of", None)
+    if key_of is not None:
+        keys = [key_of(m) for m in span]
+        if None not in keys:
+            return "keys", len(keys), hash(tuple(keys))
     try:
         data = orjson.dumps(span, option=orjson.OPT_NON_STR_KEYS, default=repr)
     except TypeError:
@@ -351,12 +376,12 @@ def _span_key(span: list[Message]) -> tuple[int, int] | None:
 
 
 def _span_facts(
-    span: list[Message], memo: CompactMemo | None, span_key: tuple[int, int] | None
+    span: list[Message], memo: CompactMemo | None, span_key: Hashable | None
 ) -> list[str]:
     """extract_facts, memoized by the span's content: the sticky cut resends the same span."""
     if memo is None or span_key is None:
         return extract_facts(span)
-    key = ("facts", *span_key)
+    key = ("facts", span_key)
     try:
         return memo[key]  # type: ignore[return-value]
     except KeyError:

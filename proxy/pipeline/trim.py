@@ -17,8 +17,9 @@ Pure: no I/O, inputs are never mutated, unchanged messages are returned as the s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Hashable, MutableMapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from proxy.pipeline.types import Message, Policy
 from proxy.pipeline.units import group_units, pinned_count, role_of
@@ -26,6 +27,7 @@ from proxy.pipeline.units import group_units, pinned_count, role_of
 CountMessage = Callable[[Message], int]
 CountText = Callable[[str], int]
 Note = Callable[[int], str]
+KeyOf = Callable[[Message], "int | None"]
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,8 @@ def _replay_cut(
     policy: Policy,
     weigh: Callable[[int, bool], tuple[int, Message | None, str]],
     noted: bool,
-) -> int | None:
+    resume: tuple[int, int] = (0, 0),
+) -> int:
     """The cut a forward replay of the conversation arrives at: the unit index, or None.
 
     Every prefix of the history is replayed as if it had been a request. While the current cut
@@ -125,6 +128,8 @@ def _replay_cut(
     `keep_last` messages demand it). A prefix's replay depends on that prefix alone, and
     history only grows, so every later request (and every replica) arrives at the same cut
     until the history has grown by about `trim_step` of the budget: hysteresis without state.
+    `resume` is (n, cut): the replay of the first n messages already arrived at unit `cut`
+    (0: none yet). Returns the unit index of the cut, 0 for none.
     """
     total_all = prefix[-1]
     target = budget - int(policy.trim_step * budget)
@@ -135,8 +140,8 @@ def _replay_cut(
             return prefix[n]
         return weigh(b, with_note)[0] - (total_all - prefix[n])
 
-    cut = 0
-    for n in range(p + 1, length + 1):
+    start, cut = resume
+    for n in range(max(p + 1, start + 1), length + 1):
         if kept(cut, n, noted) <= budget:
             continue
         allowed = [b for b in range(cut + 1, len(starts)) if starts[b] <= n - keep]
@@ -149,7 +154,43 @@ def _replay_cut(
             best = next((b for b in reversed(allowed) if kept(b, n, noted) <= budget), None)
         if best is not None:
             cut = best
-    return cut or None
+    return cut
+
+
+def _prefix_keys(messages: list[Message], key_of: KeyOf, seed: Hashable) -> list[int] | None:
+    """chain[n]: one hash of `seed` and the keys of messages[:n]; None if a message has no key."""
+    h = hash(("replay", seed))
+    chain = [h]
+    for m in messages:
+        k = key_of(m)
+        if k is None:
+            return None
+        h = hash((h, k))
+        chain.append(h)
+    return chain
+
+
+def _resume(
+    chain: list[int], memo: MutableMapping[Hashable, Any], starts: list[int], p: int
+) -> tuple[int, int]:
+    """(n, unit) for the longest prefix whose replay is remembered; (0, 0) for none."""
+    unit_at = None
+    for n in range(len(chain) - 1, p, -1):
+        key = ("replay", chain[n])
+        if key not in memo:
+            continue
+        try:
+            k = memo[key]
+        except KeyError:  # evicted meanwhile by another thread
+            continue
+        if k == 0:
+            return n, 0
+        if unit_at is None:
+            unit_at = {s: b for b, s in enumerate(starts)}
+        b = unit_at.get(k)
+        if b is not None and starts[b] <= n:
+            return n, b
+    return 0, 0
 
 
 def trim_history(
@@ -161,6 +202,9 @@ def trim_history(
     count_text: CountText | None = None,
     note: Note | None = None,
     grid_budget: int | None = None,
+    key_of: KeyOf | None = None,
+    memo: MutableMapping[Hashable, Any] | None = None,
+    seed: Hashable = None,
 ) -> TrimResult | None:
     """Drop the oldest history at a sticky cut so the messages fit `budget`; None if they fit.
 
@@ -172,6 +216,10 @@ def trim_history(
     cuts tried without one. The note must depend on messages[:k] alone, as the grid does: then
     a cut that fits keeps fitting with the same marker until the kept tail outgrows the budget.
     `grid_budget` (default `budget`) sizes the step of the sticky grid.
+    With `memo` and `key_of` (a message's content key), where each prefix's replay ended is
+    remembered under a chain of the message keys and `seed` (which must name everything else a
+    replay depends on: budget, policy, counter, note): the next turn, which resends the same
+    prefix, replays only its new messages.
     """
     counts = [count(m) for m in messages]
     total = sum(counts)
@@ -231,9 +279,14 @@ def trim_history(
     limit = len(messages) - max(policy.keep_last, 0)
     # The replayed cut fits by construction; the grid is the fallback (e.g. when the newest
     # messages alone outgrow the budget).
-    replayed = _replay_cut(
-        len(messages), prefix, p, starts, budget, policy, weigh, note is not None
+    chain = _prefix_keys(messages, key_of, seed) if memo is not None and key_of else None
+    resume = _resume(chain, memo, starts, p) if chain is not None else (0, 0)
+    cut_unit = _replay_cut(
+        len(messages), prefix, p, starts, budget, policy, weigh, note is not None, resume
     )
+    if chain is not None and memo is not None and resume[0] < len(messages):
+        memo[("replay", chain[-1])] = starts[cut_unit] if cut_unit else 0
+    replayed = cut_unit or None
     candidates = _candidates(starts, sums, step, limit)
     if replayed is not None:
         candidates = [replayed, *candidates]

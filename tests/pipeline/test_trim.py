@@ -402,6 +402,52 @@ def test_replay_moves_about_once_per_step(step: float) -> None:
     assert greedy["moves"] > 2 * stats["moves"]
 
 
+def content_key(m: Any) -> int:
+    return hash(json.dumps(m, sort_keys=True))
+
+
+@pytest.mark.parametrize(("seed", "budget"), [(3, 2500), (7, 4000), (11, 1200)])
+def test_replay_memo_gives_the_same_cut_and_replays_only_new_messages(
+    seed: int, budget: int
+) -> None:
+    """Each turn resends the last one's messages: with the memo, the replay resumes where the
+    previous turn's ended, and every result (messages, marker, note) is what a full replay gives.
+    A fresh copy of each request, as the wire would parse it: the memo goes by content only."""
+    messages = agent_session(seed, 40)
+    policy = Policy(trim_step=0.5)
+    memo: dict[Any, Any] = {}
+    noted: list[int] = []
+
+    def note(k: int) -> str:
+        noted.append(k)
+        return f"key lines of the first {k} messages"
+
+    weighed_full = weighed_memo = 0
+    for sent in requests(messages):
+        plain = trim_history(sent, budget, count, policy, note=note)
+        weighed_full += len(noted)
+        noted.clear()
+        copy_ = copy.deepcopy(sent)
+        memoized = trim_history(
+            copy_, budget, count, policy, note=note, key_of=content_key, memo=memo, seed="s"
+        )
+        weighed_memo += len(noted)
+        noted.clear()
+        assert (plain is None) == (memoized is None)
+        if plain is not None and memoized is not None:
+            assert memoized.messages == plain.messages
+            assert (memoized.cut, memoized.note) == (plain.cut, plain.note)
+    assert weighed_full > 0
+    # Notes are made while replaying; resumed replays make a handful per cut, not one per unit.
+    assert weighed_memo < weighed_full / 3
+    # A different seed (another budget, policy or counter) never reuses these replays.
+    other: dict[Any, Any] = {}
+    for sent in requests(messages)[-3:]:
+        a = trim_history(sent, budget // 2, count, policy, key_of=content_key, memo=memo, seed="t")
+        b = trim_history(sent, budget // 2, count, policy, key_of=content_key, memo=other, seed="t")
+        assert (a and a.messages) == (b and b.messages)
+
+
 @pytest.mark.skipif(not (TIKTOKEN_CACHE.is_dir() and CORPUS.is_dir()), reason="no corpus")
 def test_corpus_with_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
     """The real conversations, and each one cut just after its largest tool result (stage 3)."""
