@@ -41,7 +41,11 @@ class AppState:
 
 
 def build_tokenizers(settings: Settings) -> Tokenizers:
-    return Tokenizers(override=settings.tokenizer, cache_dir=settings.tiktoken_cache_dir)
+    return Tokenizers(
+        override=settings.tokenizer,
+        cache_dir=settings.tiktoken_cache_dir,
+        cache_size=settings.token_cache_size,
+    )
 
 
 def build_upstream(

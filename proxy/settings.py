@@ -148,6 +148,19 @@ class Settings(BaseSettings):
         "Without the files, counts fall back to a labelled bytes/4 estimate with a larger "
         "safety margin; nothing is ever downloaded at request time.",
     )
+    token_cache_size: int = Field(
+        20_000,
+        ge=0,
+        description="Token counts remembered per worker (messages and long texts, by content "
+        "hash), so a resent turn counts only its new messages. A long agent conversation takes "
+        "about 1.5 entries per message; an entry costs ~150 bytes.",
+    )
+    memo_mb: float = Field(
+        4.0,
+        ge=0,
+        description="Characters (in millions) of compacted tool results and facts lists "
+        "remembered per worker, so a resent turn reuses them; also at most 4,096 entries.",
+    )
     completion_reserve: int = Field(
         4096,
         ge=0,

@@ -44,7 +44,7 @@ class CompactMemo(OrderedDict[Hashable, Any]):
     # What an entry costs besides its text: key tuple, OrderedDict node, the value object.
     ENTRY_OVERHEAD = 200
 
-    def __init__(self, capacity: int, max_chars: int = 8 << 20):
+    def __init__(self, capacity: int, max_chars: int = 4_000_000):
         super().__init__()
         self.capacity = capacity
         self.max_chars = max_chars
@@ -107,7 +107,7 @@ class Shrinker:
             summary_tokens=summary_room(settings.summary_max_tokens),
             facts_tokens=settings.facts_tokens,
         )
-        self.memo = CompactMemo(4096)
+        self.memo = CompactMemo(4096, int(settings.memo_mb * 1_000_000))
         self._limiter: anyio.CapacityLimiter | None = None
 
     def _threads(self) -> anyio.CapacityLimiter:

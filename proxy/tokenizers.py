@@ -93,7 +93,7 @@ class Tokenizers:
         self,
         override: str | None = None,
         cache_dir: str | None = None,
-        cache_size: int = 50_000,
+        cache_size: int = 20_000,
         allow_download: bool = False,
         load_timeout: float = 10.0,
     ) -> None:

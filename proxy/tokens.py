@@ -177,7 +177,7 @@ class TokenCounter:
         name: str,
         encoding: tiktoken.Encoding | None,
         *,
-        cache_size: int = 50_000,
+        cache_size: int = 20_000,
         note: str | None = None,
     ) -> None:
         self.name = name

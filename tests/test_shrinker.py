@@ -210,3 +210,14 @@ def test_remembered_replays_change_no_plan_across_reserves_and_turns() -> None:
             cuts.add((max_tokens, plan.report.actions.get("trim")))
     assert len(cuts) > 8  # the budgets really cut in different places
     assert any(isinstance(k, tuple) and k[0] == "replay" for k in shared.memo)
+
+
+def test_cache_bounds_come_from_the_settings() -> None:
+    from proxy.app import build_tokenizers
+
+    settings = Settings(token_cache_size=3, memo_mb=0.5)
+    counter = build_tokenizers(settings).for_model("qwen")
+    for i in range(10):
+        counter.count_message({"role": "user", "content": f"message {i}"})
+    assert counter.cache_info().size == 3
+    assert Shrinker(settings, Tokenizers()).memo.max_chars == 500_000
