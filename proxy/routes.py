@@ -163,6 +163,7 @@ async def chat_completions(request: Request) -> Response:
     tap = None
     changed = plan.changed
     content = None
+    inject = False
     if stream:
         # Ask for the usage chunk (and hide it) unless the client asked for it itself; Azure's
         # older api-versions reject the unknown field, so its paths are left alone.
@@ -179,17 +180,22 @@ async def chat_completions(request: Request) -> Response:
             changed = True
     if content is None:
         content = wire.dump_with_messages(body, messages) if changed else raw
-    # The client's bytes are not needed once re-serialised: 64 in-flight 192 KB conversations
-    # held 12 MB of them while waiting on the upstream (bench/overhead, peak RSS).
+    # While the upstream answers, a retry's input is kept as the client's bytes (one block, handed
+    # back to the OS when freed), not as the parsed body: thousands of objects per request that
+    # 64 waiting requests interleave and fragment the heap with (bench/overhead, peak RSS).
     raw_size = len(raw)
-    del raw
+    retry_input = raw if mode != "off" and state.settings.overflow_retry else None
+    del raw, body, plan, messages
     if model is not None:
         ex.on_usage = lambda usage: check_truncation(state, ex, model, report.tokens_after, usage)
     try:
         resp = await ex.open(content, body_changed=changed)
-        if mode != "off" and state.settings.overflow_retry and overflow_inspectable(resp):
+        if retry_input is not None and overflow_inspectable(resp):
             error = await ex.read_all(resp)
             assert error is not None  # overflow_inspectable checked the declared length
+            body = wire.parse_chat(retry_input)
+            if inject:
+                body = wire.with_stream_usage(body)
             retry = await shrink_to_stated_limit(state, body, raw_size, mode, resp, error, report)
             if retry is None:
                 return await ex.answer_buffered(resp, error)

@@ -68,6 +68,11 @@ def test_overflow_retry_non_stream():
     # The retry was planned for the limit the error stated, and says so.
     assert int(r.headers["x-shrink-budget"]) < 3000
     assert "trim:" in r.headers["x-shrink-actions"]
+    # The retry is rebuilt from the client's request: every field it sent is still there.
+    first, retried = fake.chat_bodies
+    assert retried["max_tokens"] == first["max_tokens"] == 256
+    assert retried["model"] == first["model"] and "stream" not in retried
+    assert len(retried["messages"]) < len(first["messages"])
 
 
 def test_overflow_retry_stream():
@@ -75,6 +80,11 @@ def test_overflow_retry_stream():
         r, fake = run(FakeBackend(flavour, window=3000), stream=True, discover_window=False)
         assert r.status_code == 200, flavour
         assert r.headers["x-shrink-retried"] == "overflow"
+        # The retried stream still asks for the usage chunk the proxy injected the first time.
+        first, retried = fake.chat_bodies
+        for sent in (first, retried):
+            assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+        assert retried["max_tokens"] == 256
 
 
 def test_unfixable_overflow_is_relayed_verbatim():

@@ -123,6 +123,7 @@ class FakeBackend:
     fail_status: int | None = None  # answer every discovery GET with this status
     hits: Counter[str] = field(default_factory=Counter)
     headers_seen: list[dict[str, str]] = field(default_factory=list)
+    chat_bodies: list[dict[str, Any]] = field(default_factory=list)  # every chat request, parsed
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -277,6 +278,8 @@ class FakeBackend:
     async def chat(self, request: Request) -> Response:
         self.count(request)
         body = orjson.loads(await request.body())
+        with self.lock:
+            self.chat_bodies.append(body)
         forced = request.headers.get("x-fake-prompt-tokens")
         prompt = int(forced) if forced else len(orjson.dumps(body.get("messages"))) // 4
         if self.flavour == "ollama":
