@@ -357,6 +357,20 @@ def test_json_array_without_failures_keeps_only_its_ends() -> None:
     assert len(gaps) == 1 and gaps[0] == len(value) - gaps[0] - 1 + (len(value) % 2 == 0)
 
 
+@pytest.mark.parametrize(
+    "message", ["No errors found", "0 failures", "completed without error", "Not failed"]
+)
+def test_json_item_that_says_it_has_no_failure_is_not_kept_for_it(message: str) -> None:
+    doc = runs({})
+    doc[150]["conclusion"] = message
+    r = compact_text(json.dumps(doc, indent=2), 400, tik)
+    assert r is not None
+    assert message not in r.text  # only the ends, as for a listing with no failure at all
+    doc[150]["conclusion"] = message + "; 2 errors in retry"  # a real one after it still counts
+    r = compact_text(json.dumps(doc, indent=2), 800, tik)
+    assert r is not None and "2 errors in retry" in r.text
+
+
 def test_json_failure_deep_inside_an_item_is_shown_with_the_item_s_names() -> None:
     items = [
         {"metadata": {"name": f"web-{i}"}, "status": {"containers": [{"state": {"ok": True}}]}}

@@ -130,8 +130,10 @@ def _scalar_size(value: Any) -> int:
 
 # An array item that reports a failure is kept from the middle too (a pod in CrashLoopBackOff
 # among 200 running ones, the one check that failed): said in a string value, or by an
-# error-like member that holds something.
+# error-like member that holds something. A word right after "no", "0", "zero", "without" or
+# "not" reports none ("No errors found", "0 failures", "not failed").
 _FAILURE_WORDS = re.compile(
+    r"(?<!\bno )(?<!\b0 )(?<!\bzero )(?<!\bwithout )(?<!\bnot )"
     r"\b(?:errors?|fail(?:ed|ing|ures?|s)?|exceptions?|fatal|panic(?:ked)?|crash\w*|denied"
     r"|refused|invalid|timed? ?out|unhealthy|\w*backoff|oom\w*|killed|aborted)\b",
     re.IGNORECASE,
