@@ -27,7 +27,7 @@ from proxy.pipeline.units import group_units, pinned_count, role_of
 CountMessage = Callable[[Message], int]
 CountText = Callable[[str], int]
 Note = Callable[[int], str]
-KeyOf = Callable[[Message], "int | None"]
+KeyOf = Callable[[Message], int | None]
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def _replay_cut(
     noted: bool,
     resume: tuple[int, int] = (0, 0),
 ) -> int:
-    """The cut a forward replay of the conversation arrives at: the unit index, or None.
+    """The cut a forward replay of the conversation arrives at: its unit index (0: no cut).
 
     Every prefix of the history is replayed as if it had been a request. While the current cut
     fits a prefix it stays; when it no longer fits, the cut moves as deep as it must to leave
@@ -129,7 +129,7 @@ def _replay_cut(
     history only grows, so every later request (and every replica) arrives at the same cut
     until the history has grown by about `trim_step` of the budget: hysteresis without state.
     `resume` is (n, cut): the replay of the first n messages already arrived at unit `cut`
-    (0: none yet). Returns the unit index of the cut, 0 for none.
+    (0: none yet), so only the prefixes after n are replayed.
     """
     total_all = prefix[-1]
     target = budget - int(policy.trim_step * budget)
