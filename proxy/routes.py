@@ -138,7 +138,10 @@ async def chat_completions(request: Request) -> Response:
     mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
     model = body.get("model") if isinstance(body.get("model"), str) else None
     window = await served_window(state, model) if mode != "off" else None
-    plan = await state.shrinker.plan(body, len(raw), mode, window)
+    plan = state.shrinker.plan_inline(body, len(raw), mode, window)
+    if plan is None:
+        del body  # a cold request waits for a worker thread holding only its bytes
+        body, plan = await state.shrinker.plan_raw(raw, mode, window)
     if mode == "compact" and plan.span and plan.marker_index is not None:
         plan = await with_summary(plan, body, request, state)
     report = plan.report

@@ -166,6 +166,29 @@ def test_sdk_sees_shrink_headers_on_streams(start_proxy, upstream):
     assert text == "tok0 tok1 tok2 "
 
 
+def test_cold_large_stream_is_shrunk_in_a_thread_as_it_would_be_inline(start_proxy, upstream):
+    """A large request never seen before is parsed again and planned in a worker thread (the
+    handler lets go of its parsed body while it waits); what reaches the upstream is what the
+    same request, seen before and planned inline, sends."""
+    url = start_proxy(context_window=4096, tool_max_tokens=256)
+    text = varied_log(7, lines=1500)  # ~100 KB of new text: over the thread threshold
+    msgs = conversation(1, text)
+    with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as client:
+        sent = []
+        for _ in range(2):  # cold, then warm
+            stream = client.chat.completions.create(
+                model="fake-model", messages=msgs, stream=True, temperature=0.25
+            )
+            assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+            sent.append(upstream.last.body)
+    assert sent[0] == sent[1]
+    body = orjson.loads(sent[0])
+    assert body["temperature"] == 0.25
+    assert body["stream_options"] == {"include_usage": True}  # injected after the thread's parse
+    assert "omitted by shrink-proxy" in body["messages"][3]["content"]
+    assert body["messages"][-1] == msgs[-1]
+
+
 def test_shrink_preview_does_not_call_upstream(start_proxy, upstream):
     url = start_proxy(context_window=4096, tool_max_tokens=256)
     msgs = conversation(20)

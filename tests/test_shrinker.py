@@ -8,6 +8,8 @@ import asyncio
 import threading
 from typing import Any
 
+import orjson
+
 from proxy.pipeline.compact import Compacted
 from proxy.settings import Settings
 from proxy.shrinker import THREAD_THRESHOLD, CompactMemo, Shrinker
@@ -60,6 +62,24 @@ def test_large_new_text_goes_to_a_thread_then_inline_once_seen() -> None:
 
     asyncio.run(run())
     assert shrinker.threads == [False, True]  # cold: worker thread; warm: inline
+
+
+def test_a_cold_request_is_parsed_again_and_planned_in_a_thread() -> None:
+    """The route lets go of a cold request's parsed body while it waits for a thread: the
+    thread parses the bytes itself, and plans exactly what the parsed body would give."""
+    shrinker = Recording()
+    body = conversation("a", 4 * THREAD_THRESHOLD)
+    raw = orjson.dumps(body)
+    assert shrinker.plan_inline(body, len(raw), "trim") is None  # cold and large: not inline
+
+    parsed, plan = asyncio.run(shrinker.plan_raw(raw, "trim"))
+    assert parsed == body
+    assert shrinker.threads == [False]
+    fresh = Recording().plan_sync(body, "trim")
+    assert plan.messages == fresh.messages and plan.report.actions == fresh.report.actions
+    # Seen once, the same body is warm: planned inline from then on.
+    assert shrinker.plan_inline(body, len(raw), "trim") is not None
+    assert shrinker.threads == [False, True]
 
 
 def test_a_new_turn_with_a_small_new_message_stays_inline() -> None:
