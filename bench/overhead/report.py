@@ -208,6 +208,28 @@ def print_summary(b: Bench, floor_name: str) -> None:
         )
         print("\n".join(lines))
     b.out["marginal_cpu_per_chunk_us"] = marginal
+    short, long = by.get(("small-sse-paced", 1)), by.get(("small-sse-paced-long", 1))
+    if short and long:
+        # Two paced streams of different lengths: their CPU difference per extra chunk is the
+        # cost of one more chunk alone (the figure above also spreads SSE's per-stream setup).
+        srows = {r["target"]: r for r in short["targets"]}
+        slope: dict[str, float] = {}
+        for r in long["targets"]:
+            s = srows.get(r["target"])
+            if s is None or r["target"].startswith("direct ("):
+                continue
+            extra_chunks = (r["chunks_per_resp"] or 0) - (s["chunks_per_resp"] or 0)
+            if extra_chunks <= 0:
+                continue
+            slope[r["target"]] = (r["cpu_per_req_us"] - s["cpu_per_req_us"]) / extra_chunks
+        if slope:
+            print(
+                "\n== one more streamed chunk: (CPU/req of a 101-event paced stream - of a"
+                " 21-event one) / extra chunks, c=1"
+            )
+            for name, v in slope.items():
+                print(f"  {name:<16}{v:8.1f} us per chunk")
+        b.out["slope_cpu_per_chunk_us"] = slope
     print()
 
 

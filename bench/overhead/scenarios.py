@@ -57,6 +57,9 @@ class Scenario:
 
 
 PACED = {"x-bench-gap-ms": "1"}
+# The same paced stream five times longer: the CPU difference between the two, per extra chunk, is
+# what one more chunk costs, free of the per-stream costs (SSE setup vs JSON) the first divides in.
+PACED_LONG = {"x-bench-gap-ms": "1", "x-bench-chunks": "100"}
 
 
 def scenarios_main(b: Bench, floor_name: str, extra: list[Target]) -> list[Scenario]:
@@ -100,6 +103,17 @@ def scenarios_main(b: Bench, floor_name: str, extra: list[Target]) -> list[Scena
                 small_targets,
                 p.small_seconds,
                 headers=PACED,
+            )
+        )
+        out.append(
+            Scenario(
+                "small-sse-paced-long",
+                "small-sse",
+                True,
+                1,
+                small_targets,
+                p.small_seconds * 2,
+                headers=PACED_LONG,
             )
         )
     for kind in ("json", "sse") if p.large_sse else ("json",):

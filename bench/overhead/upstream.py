@@ -172,7 +172,7 @@ class Upstream(asyncio.Protocol):
 
 async def serve(port: int, chunks: int) -> None:
     loop = asyncio.get_running_loop()
-    events = [_event(i) for i in range(max(chunks, 64))]
+    events = [_event(i) for i in range(max(chunks, 128))]
     server = await loop.create_server(
         lambda: Upstream(chunks, events), "127.0.0.1", port, backlog=1024, reuse_address=True
     )
