@@ -32,6 +32,7 @@ run: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy proxy
 
 test: lint $(NODE_SDK)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

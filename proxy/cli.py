@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -243,7 +244,7 @@ def serve(settings: Settings) -> int:
             )
     else:
         log.info("bound to %s only: reachable from this machine", settings.host)
-    common = dict(
+    common: dict[str, Any] = dict(
         host=settings.host,
         port=settings.port,
         log_config=None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -321,7 +321,7 @@ def _tiktoken_cache_dir(environ: os._Environ[str] | dict[str, str]) -> str:
     return os.path.join(tempfile.gettempdir(), "data-gym-cache")
 
 
-def load_settings(env_file: str | None = None, **overrides: object) -> Settings:
+def load_settings(env_file: str | None = None, **overrides: Any) -> Settings:
     """Env (and an env file) first, explicit overrides (CLI flags) on top."""
     clean = {k: v for k, v in overrides.items() if v is not None}
     if env_file is not None:

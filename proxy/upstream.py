@@ -456,5 +456,5 @@ def transport_for(kind: str, max_connections: int) -> httpx.AsyncBaseTransport |
     return AiohttpTransport(client=session)
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -50,7 +50,7 @@ class Plan:
 @dataclass
 class _Context:
     budget: Budget
-    counter: Counter
+    counter: CallCounter
     policy: Policy
     fixed: int
     memo: CompactMemo | None
@@ -69,7 +69,7 @@ def shrink(
     messages: list[Message],
     *,
     budget: Budget,
-    counter: Counter,
+    counter: Counter | CallCounter,
     policy: Policy,
     mode: Mode | None = None,
     fixed_tokens: int = 0,
@@ -211,7 +211,7 @@ def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
 
 
 def _compact_parts(
-    parts: list[Any], limit: int, counter: Counter, memo: CompactMemo | None
+    parts: list[Any], limit: int, counter: CallCounter, memo: CompactMemo | None
 ) -> tuple[list[Any] | None, int, int]:
     new_parts: list[Any] = []
     changed = False

@@ -280,7 +280,7 @@ def trim_history(
     # The replayed cut fits by construction; the grid is the fallback (e.g. when the newest
     # messages alone outgrow the budget).
     chain = _prefix_keys(messages, key_of, seed) if memo is not None and key_of else None
-    resume = _resume(chain, memo, starts, p) if chain is not None else (0, 0)
+    resume = _resume(chain, memo, starts, p) if chain is not None and memo is not None else (0, 0)
     cut_unit = _replay_cut(
         len(messages), prefix, p, starts, budget, policy, weigh, note is not None, resume
     )
