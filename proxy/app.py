@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from proxy import __version__
 from proxy.dashboard import build_router
 from proxy.discovery import WindowDiscovery
 from proxy.errors import install_handlers
+from proxy.heap import HeapTrimmer
 from proxy.metrics import InFlight, Metrics
 from proxy.overflow import Calibration
 from proxy.routes import authorize, router, state_of
@@ -38,6 +40,7 @@ class AppState:
     metrics: Metrics = field(default_factory=Metrics)
     discovery: WindowDiscovery | None = None
     calibration: Calibration = field(default_factory=Calibration)
+    heap: HeapTrimmer = field(default_factory=lambda: HeapTrimmer(0))
 
 
 def build_tokenizers(settings: Settings) -> Tokenizers:
@@ -110,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await anyio.to_thread.run_sync(tokenizers.for_encoding, name)
         summarizer = build_summarizer(settings, upstream.client)
         discovery = build_discovery(settings, upstream)
+        metrics = build_metrics(settings, tokenizers, discovery)
         app.state.shrink = AppState(
             settings=settings,
             upstream=upstream,
@@ -117,11 +121,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             shrinker=Shrinker(settings, tokenizers),
             summarizer=summarizer,
             discovery=discovery,
-            metrics=build_metrics(settings, tokenizers, discovery),
+            metrics=metrics,
+            heap=HeapTrimmer(settings.heap_trim_interval, on_trim=metrics.heap_trims.inc),
         )
+        trimming = asyncio.create_task(app.state.shrink.heap.run())
         try:
             yield
         finally:
+            trimming.cancel()
             if discovery is not None:
                 await discovery.aclose()
             await summarizer.aclose()

@@ -171,6 +171,12 @@ class Metrics:
             "route",
             "code",
         )
+        self.heap_trims = Counter(
+            "shrink_heap_trims",
+            "Times freed heap memory was handed back to the OS after large request bodies "
+            "(SHRINK_HEAP_TRIM_INTERVAL).",
+            registry=r,
+        )
         self.scraped = ScrapeCollector(self.window_values)
         r.register(self.scraped)
         for stage in KNOWN_STAGES:  # so that rate() sees the series before the first action

@@ -134,6 +134,7 @@ async def chat_completions(request: Request) -> Response:
     authorize(request, state)
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
+    state.heap.note(len(raw))
     body = wire.parse_chat(raw)
     mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
     model = body.get("model") if isinstance(body.get("model"), str) else None
@@ -292,6 +293,7 @@ async def shrink_preview(request: Request) -> Response:
     authorize(request, state)
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
+    state.heap.note(len(raw))
     body = wire.parse_chat(raw)
     mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
     plan = await state.shrinker.plan(body, len(raw), mode)
