@@ -10,7 +10,8 @@ Facts are whitespace-normalised (runs of whitespace become one space) and compar
 
 Speed matters: a never-seen conversation's whole dropped span is scanned on the request path, so
 no pattern is tried line by line over a whole text. Verdicts, error and status lines come from
-`proxy.pipeline.outcomes`, which reads only the lines its two scans find. Paths, file names and
+`proxy.pipeline.outcomes`, which reads only the lines its two scans find; a JSON tool result's
+failed items from `proxy.pipeline.json_outcomes`. Paths, file names and
 versions are looked for only in the words holding what each match must (a "/", a ".py", a
 digit-dot-digit), URLs in the lines holding "://"; the other patterns start with characters the
 regex engine skips to in C. A message's categories are read lazily: extract_facts takes a few
@@ -28,6 +29,7 @@ from typing import Any
 import orjson
 
 from proxy.pipeline.compact.markers import SIGNATURE
+from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.outcomes import error_lines, last_verdict, status_line
 from proxy.pipeline.scan import find_in, lines_with, words_with
 from proxy.pipeline.types import Message
@@ -250,6 +252,9 @@ def _facts(message: Any) -> dict[str, Iterable[str]]:
     if message.get("role") in ("tool", "function") and texts:
         # The last text is read once, for the verdict and for the error lines.
         last_text, last_errors = len(texts) - 1, error_lines(texts[-1])
+        # A JSON result says how it went in members, not lines (see json_outcomes).
+        failures = failure_lines(texts[-1], CATEGORIES["errors"][1], MAX_FACT_CHARS)
+        last_errors = last_errors + [("errors", line) for line in failures]
         verdict, status = last_verdict(last_errors), status_line(texts[-1])
         if verdict:
             found["verdicts"] = [verdict]

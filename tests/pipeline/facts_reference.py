@@ -4,17 +4,19 @@ tests/pipeline/test_facts_fast.py asserts the live module gives the same output.
 plain, line-by-line statement of what facts are; a deliberate change to what facts.py extracts is
 made here first, the same way, then in the fast module. Changed since the copy: other toolchains'
 run outcomes (_RUN_OUTCOME), errors (_ERROR's later forms, go test's messages next to `--- FAIL:`)
-and the locations on the line after an error (_LOCATION); BuildKit's `#12 ` is not a comment.
+and the locations on the line after an error (_LOCATION); BuildKit's `#12 ` is not a comment;
+a tool result's JSON failures (proxy.pipeline.json_outcomes) are error lines after its own.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
 
+from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.types import Message
 
 MAX_FACTS = 40
@@ -284,10 +286,11 @@ def _status_line(text: str) -> str | None:
     return None
 
 
-def _verdict(text: str) -> str | None:
-    """How one command's output ended: its last outcome line, else its last error line."""
+def _verdict(text: str, failures: Sequence[str] = ()) -> str | None:
+    """How one command's output ended: its last outcome line, else its last error line (its
+    JSON failures, if any, come after its error lines)."""
     outcome = error = None
-    for category, line in _error_lines(text):
+    for category, line in [*_error_lines(text), *(("errors", f) for f in failures)]:
         if category == "outcomes":
             outcome = line
         elif category == "errors":
@@ -324,8 +327,11 @@ def _candidates(message: Any) -> dict[str, list[str]]:
     """Every fact of one message by category, in order of appearance (duplicates included)."""
     found: dict[str, list[str]] = {c: [] for c in CATEGORIES}
     texts = [_scan_window(t) for t in _texts(message)]
+    failures: list[str] = []  # the last text's JSON failures: error lines after its own
+    last = len(texts) - 1
     if message.get("role") in ("tool", "function") and texts:
-        verdict, status = _verdict(texts[-1]), _status_line(texts[-1])
+        failures = failure_lines(texts[-1], CATEGORIES["errors"][1], MAX_FACT_CHARS)
+        verdict, status = _verdict(texts[-1], failures), _status_line(texts[-1])
         if verdict:
             found["verdicts"].append(verdict)
         if status and not (verdict and verdict in status):
@@ -342,9 +348,11 @@ def _candidates(message: Any) -> dict[str, list[str]]:
             texts.extend(_scan_window(s) for s in _strings(args))
         else:
             texts.append(_scan_window(raw))
-    for text in texts:
+    for n, text in enumerate(texts):
         for category, line in _error_lines(text):
             found["errors" if category == "locations" else category].append(line)
+        if n == last:
+            found["errors"].extend(failures)
         found["commands"].extend(m.group(1) for m in _DOLLAR.finditer(text))
         found["paths"].extend(_paths(text))
         found["versions"].extend(m.group(0) for m in _VERSION.finditer(text))

@@ -333,11 +333,13 @@ def test_lookalikes_of_those_lines_are_not(output: str) -> None:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_every_toolchains_needles_are_facts(seed: int) -> None:
     """A dropped span holding one long log of each toolchain of tests/pipeline/ecosystems.py lists
-    its needles. Facts are whitespace-normalised, so the needles are compared that way."""
-    # Text logs only: a failing item of a JSON listing is found by stage 1 (jsonish), not here.
-    for log in (log for log in ecosystems.logs(seed) if log.kind == "log"):
+    its needles; a JSON listing's failing item is its verdict. Facts are whitespace-normalised,
+    so the needles are compared that way."""
+    for log in ecosystems.logs(seed):
         call = {"id": "c", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
         span = [{"role": "assistant", "content": None, "tool_calls": [call]}, tool(log.text)]
         facts = extract_facts(span)
         missing = [n for n in log.needles if not any(normalise(n) in f for f in facts)]
         assert not missing, (log.name, missing, facts)
+        if log.kind == "json":
+            assert all(normalise(n) in facts[0] for n in log.needles), (log.name, facts)

@@ -132,7 +132,7 @@ def _scalar_size(value: Any) -> int:
 # among 200 running ones, the one check that failed): said in a string value, or by an
 # error-like member that holds something. A word right after "no", "0", "zero", "without" or
 # "not" reports none ("No errors found", "0 failures", "not failed").
-_FAILURE_WORDS = re.compile(
+FAILURE_WORDS = re.compile(
     r"(?<!\bno )(?<!\b0 )(?<!\bzero )(?<!\bwithout )(?<!\bnot )"
     r"\b(?:errors?|fail(?:ed|ing|ures?|s)?|exceptions?|fatal|panic(?:ked)?|crash\w*|denied"
     r"|refused|invalid|timed? ?out|unhealthy|\w*backoff|oom\w*|killed|aborted)\b",
@@ -141,7 +141,7 @@ _FAILURE_WORDS = re.compile(
 # How many levels deeper than the others an array item that reports a failure, and the path to
 # a failure, are shown (a pod's waiting reason sits six levels down in `kubectl get pods -o json`).
 FAILURE_DEPTH = 3
-_FAILURE_KEYS = frozenset(
+FAILURE_KEYS = frozenset(
     {"error", "errors", "err", "exception", "failure", "failures", "stderr", "fault", "faults"}
 )
 
@@ -154,7 +154,7 @@ class _Failures:
 
     def reports(self, value: Any) -> bool:
         if isinstance(value, str):
-            return _FAILURE_WORDS.search(value) is not None
+            return FAILURE_WORDS.search(value) is not None
         if not isinstance(value, (dict, list)):
             return False
         key = id(value)
@@ -162,7 +162,7 @@ class _Failures:
         if found is None:
             if isinstance(value, dict):
                 found = any(
-                    (k.lower() in _FAILURE_KEYS and v not in (None, False, 0, "", [], {}))
+                    (k.lower() in FAILURE_KEYS and v not in (None, False, 0, "", [], {}))
                     or self.reports(v)
                     for k, v in value.items()
                 )
