@@ -5,7 +5,7 @@ verdicts ("outcomes"), a package manager's or VCS's closing line ("successes"), 
 where they happened ("errors", "locations"), the exception closing a Python traceback, and a
 closing status line. The toolchains covered are named by the shapes their messages share (pytest,
 pip, npm, gcc/make, Go, Rust, Jest, Mocha, Maven, Gradle, MSBuild, tsc, ESLint, Terraform,
-Docker, git), never by the content of any particular run.
+Docker, git, Valgrind), never by the content of any particular run.
 
 Speed matters (facts are extracted from never-seen history on the request path): a text is
 scanned twice for what every reported line holds (`_LINE_START_FACT`, `_ANYWHERE_FACT`) and only
@@ -17,6 +17,16 @@ from __future__ import annotations
 
 import re
 
+# Memcheck's error kinds (Valgrind manual, "Explanation of error messages from Memcheck"), read
+# after Valgrind's `==PID==` line prefix (_bare).
+_MEMCHECK = (
+    r"|Invalid (?:read|write) of size \d|Invalid (?:free|realloc)\(\)|Mismatched (?:free|delete)"
+    r"|Conditional jump or move depends on uninitialised|Use of uninitialised value"
+    r"|Syscall param \S+ points to uninitialised|Source and destination overlap in"
+    r"|[\d,]+ bytes in [\d,]+ blocks are (?:definitely|possibly) lost"
+    r"|Process terminating with default action"
+)
+_PID = re.compile(r"==\d+==")  # Valgrind's and the sanitizers' prefix of every line of theirs
 # An error line holds one of _ERROR_START's forms at its start (matched once) or one of _ERROR's
 # anywhere (searched): one pattern holding both would try every line-start form at every position.
 _ERROR_START = re.compile(
@@ -28,6 +38,7 @@ _ERROR_START = re.compile(
     r"|\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
     r"|e: \S|Execution failed for \S"  # Kotlin's compiler, Gradle
     r"|CONFLICT \([^)]*\): \S|Automatic merge failed\b"  # git merge, rebase, cherry-pick
+    + _MEMCHECK
 )
 _ERROR = re.compile(
     r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b(?::(?!:)|$)"  # ValueError: ...
@@ -54,6 +65,8 @@ _RUN_OUTCOME = re.compile(
     r"|^\d+ Error\(s\)$"  # MSBuild
     r"|^(?:\[[\d:]+(?: [AP]M)?\] )?Found \d+ errors?\b"  # tsc, tsc --watch
     r"|^✖ \d+ problems?\b"  # ESLint
+    r"|^ERROR SUMMARY: \d+ errors? from \d+ contexts?\b"  # Valgrind, and its leak summary's
+    r"|^(?:definitely|possibly) lost: [1-9]"  # lines when it found a leak
 )
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
@@ -94,15 +107,19 @@ _BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 # form after the indentation (one scan over "\n" + text: the engine skips from newline to newline)
 # or, anywhere in the line, one of _ERROR's names and phrases (tsc's and MSBuild's error counts,
 # which _RUN_OUTCOME reads, hold "rror"). The line-start forms are grouped by their first
-# character, so that at most newlines only a few are tried. Group 1: go test's `--- FAIL:` line.
+# character, so that at most newlines only a few are tried. Group `gofail`: go test's `--- FAIL:`
+# line (not behind a `==PID==` prefix, which is group `pid`).
 _LINE_START_FACT = re.compile(
-    r"\n[^\S\n]*+(?:T(?:raceback \(most|est)"  # a traceback; Jest's and Vitest's Tests:
+    r"\n[^\S\n]*+(?P<pid>==\d+==[^\S\n]*+)?"
+    r"(?:T(?:raceback \(most|est)"  # a traceback; Jest's and Vitest's Tests:
     r"|=* ?\d+ (?:passed|failed|error|skipped|deselected|xfailed|xpassed"  # _OUTCOME
     r"|passing|failing|pending|files? changed)"  # Mocha; git's, in _SUCCESS
     r"|F(?:AIL|ailed! )|B(?:UILD |uild )|\[INFO\] BUILD |test result:|Passed! |✖ \d"  # _RUN_OUTCOME
     r"|Successfully |(?:added|removed|changed|updated) \d|ok\s"  # _SUCCESS
     r"|E(?:RROR|rror|: |xpected|xecution failed)|fatal:|npm |make"  # _ERROR_START
-    r"|(--- FAIL:)|panic: |● |Received|e: |CONFLICT \(|Automatic merge)"
+    r"|(?P<gofail>--- FAIL:)|panic: |● |Received|e: |CONFLICT \(|Automatic merge"
+    r"|Invalid |Mismatched |Conditional jump|Use of uninit|Syscall param"  # _MEMCHECK
+    r"|Source and dest|\d[\d,]* bytes in|definitely lost|possibly lost|Process terminating)"
 )
 # `.go:\d` written with a look-behind so that the engine tries only the positions holding a "g";
 # "ked at" for "panicked at" (a "k" is rarer than a "p").
@@ -114,9 +131,18 @@ _ANYWHERE_FACT = re.compile(
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")
 
 
+def _bare(stripped: str) -> str:
+    """A stripped line without Valgrind's `==PID==` prefix (and the spaces after it)."""
+    if stripped.startswith("=="):
+        pid = _PID.match(stripped)
+        if pid:
+            return stripped[pid.end() :].strip()
+    return stripped
+
+
 def _error_line(line: str) -> tuple[str, str] | None:
     """(category, line) when one line, outside a traceback, reports an error or how a run ended."""
-    stripped = line.strip()
+    stripped = _bare(line.strip())
     outcome = _OUTCOME.match(stripped)
     if outcome:
         return "outcomes", outcome.group(1)
@@ -154,7 +180,7 @@ def error_lines(text: str) -> list[tuple[str, str]]:
     starts = {m.start() for m in matches}
     search, find = _ANYWHERE_FACT.search, text.find
     details: set[int] = set()  # the starts of the lines next to a `--- FAIL:` line
-    for start in (m.start() for m in matches if m.group(1)):
+    for start in (m.start() for m in matches if m.group("gofail") and not m.group("pid")):
         if start:
             details.add(text.rfind("\n", 0, start - 1) + 1)
         end = find("\n", start)
@@ -203,7 +229,7 @@ def _location(text: str, start: int) -> tuple[str, int] | None:
     find = text.find
     while True:
         end = find("\n", start)
-        stripped = (text[start:] if end < 0 else text[start:end]).strip()
+        stripped = _bare((text[start:] if end < 0 else text[start:end]).strip())
         if stripped.lstrip(_BOX).strip():
             if not _LOCATION.match(stripped.lstrip(_BOX).strip()):
                 return None

@@ -1,7 +1,7 @@
 """Long tool outputs from toolchains the dev corpus does not hold, each with the lines a model
 must still see after stage 1 (its "needles"): Go, Rust, Jest, Mocha, Maven, Gradle, TypeScript,
-ESLint, .NET, Terraform, Docker, git; and two JSON listings (Kubernetes pods, CI runs) where one
-item of hundreds reports the failure.
+ESLint, .NET, Terraform, Docker, git, Valgrind; and two JSON listings (Kubernetes pods, CI runs)
+where one item of hundreds reports the failure.
 
 The dev corpus is mostly Python and npm; the rules of `scoring` are meant for the shapes build and
 test tools share, not for those two. These logs check that on outputs written the way each tool
@@ -314,6 +314,65 @@ def mocha(rng: random.Random) -> Log:
     )
 
 
+def valgrind(rng: random.Random) -> Log:
+    """`valgrind --leak-check=full ./prog`: Memcheck's report around the program's own chatter
+    (the dev corpus holds one short Valgrind run, which stage 1 never had to cut)."""
+    pid = rng.randint(1000, 99999)
+    v = f"=={pid}=="
+    lines = [
+        f"{v} Memcheck, a memory error detector",
+        f"{v} Copyright (C) 2002-2022, and GNU GPL'd, by Julian Seward et al.",
+        f"{v} Using Valgrind-3.19.0 and LibVEX; rerun with -h for copyright info",
+        f"{v} Command: ./ringbuf_bench",
+        f"{v} ",
+    ]
+    lines += [
+        f"round {i}: pushed {rng.randint(100, 999)} items, {_words(rng, 2)} ok"
+        for i in range(rng.randint(150, 260))
+    ]
+    at = rng.randint(len(lines) // 4, len(lines) * 3 // 4)
+    lines[at:at] = [
+        f"{v} Invalid write of size 4",
+        f"{v}    at 0x109234: rb_push (ringbuf.c:42)",
+        f"{v}    by 0x1093A1: main (bench.c:17)",
+        f"{v}  Address 0x4a8b068 is 0 bytes after a block of size 40 alloc'd",
+        f"{v}    at 0x48407B4: malloc (vg_replace_malloc.c:381)",
+        f"{v}    by 0x1091F0: rb_new (ringbuf.c:12)",
+        f"{v} ",
+    ]
+    lines += [
+        f"{v} ",
+        f"{v} HEAP SUMMARY:",
+        f"{v}     in use at exit: 40 bytes in 1 blocks",
+        f"{v}   total heap usage: {rng.randint(300, 900)} allocs, 299 frees, 81,064 bytes"
+        " allocated",
+        f"{v} ",
+        f"{v} 40 bytes in 1 blocks are definitely lost in loss record 1 of 1",
+        f"{v}    at 0x48407B4: malloc (vg_replace_malloc.c:381)",
+        f"{v}    by 0x1091F0: rb_new (ringbuf.c:12)",
+        f"{v} ",
+        f"{v} LEAK SUMMARY:",
+        f"{v}    definitely lost: 40 bytes in 1 blocks",
+        f"{v}    indirectly lost: 0 bytes in 0 blocks",
+        f"{v}      possibly lost: 0 bytes in 0 blocks",
+        f"{v}    still reachable: 0 bytes in 0 blocks",
+        f"{v}         suppressed: 0 bytes in 0 blocks",
+        f"{v} ",
+        f"{v} For lists of detected and suppressed errors, rerun with: -s",
+        f"{v} ERROR SUMMARY: 2 errors from 2 contexts (suppressed: 0 from 0)",
+    ]
+    return Log(
+        "valgrind",
+        "\n".join(lines),
+        (
+            "Invalid write of size 4",
+            "rb_push (ringbuf.c:42)",
+            "definitely lost: 40 bytes in 1 blocks",
+            "ERROR SUMMARY: 2 errors from 2 contexts",
+        ),
+    )
+
+
 def kubectl_pods(rng: random.Random) -> Log:
     """`kubectl get pods -o json`: one pod of hundreds is crash-looping."""
 
@@ -393,6 +452,7 @@ GENERATORS: tuple[Callable[[random.Random], Log], ...] = (
     terraform,
     docker_build,
     git_merge,
+    valgrind,
     kubectl_pods,
     gh_runs,
 )

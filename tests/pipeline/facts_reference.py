@@ -5,7 +5,8 @@ plain, line-by-line statement of what facts are; a deliberate change to what fac
 made here first, the same way, then in the fast module. Changed since the copy: other toolchains'
 run outcomes (_RUN_OUTCOME), errors (_ERROR's later forms, go test's messages next to `--- FAIL:`)
 and the locations on the line after an error (_LOCATION); BuildKit's `#12 ` is not a comment;
-a tool result's JSON failures (proxy.pipeline.json_outcomes) are error lines after its own.
+a tool result's JSON failures (proxy.pipeline.json_outcomes) are error lines after its own;
+Valgrind's Memcheck errors and ERROR SUMMARY, read after its `==PID==` line prefix.
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ _ERROR = re.compile(
     r"|^\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
     r"|^e: \S|^Execution failed for \S"  # Kotlin compiler, Gradle
     r"|^CONFLICT \([^)]*\): \S|^Automatic merge failed\b"  # git merge, rebase, cherry-pick
+    # Valgrind's Memcheck (after its `==PID==` prefix), and a leak summary that found a leak.
+    r"|^(?:Invalid (?:read|write) of size \d|Invalid (?:free|realloc)\(\)"
+    r"|Mismatched (?:free|delete)|Conditional jump or move depends on uninitialised"
+    r"|Use of uninitialised value"
+    r"|Syscall param \S+ points to uninitialised|Source and destination overlap in"
+    r"|[\d,]+ bytes in [\d,]+ blocks are (?:definitely|possibly) lost"
+    r"|Process terminating with default action)"
 )
 _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
@@ -103,6 +111,8 @@ _RUN_OUTCOME = re.compile(
     r"|^\d+ Error\(s\)$"  # MSBuild
     r"|^(?:\[[\d:]+(?: [AP]M)?\] )?Found \d+ errors?\b"  # tsc, tsc --watch
     r"|^✖ \d+ problems?\b"  # ESLint
+    r"|^ERROR SUMMARY: \d+ errors? from \d+ contexts?\b"  # Valgrind, and its leak summary's
+    r"|^(?:definitely|possibly) lost: [1-9]"  # lines when it found a leak
 )
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
@@ -204,6 +214,12 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(v)
 
 
+def _bare(stripped: str) -> str:
+    """A stripped line without Valgrind's `==PID==` prefix (and the spaces after it)."""
+    pid = re.match(r"==\d+==", stripped)
+    return stripped[pid.end() :].strip() if pid else stripped
+
+
 def _error_lines(text: str) -> Iterator[tuple[str, str]]:
     """(category, line) for lines that report an error or how a run ended.
 
@@ -226,12 +242,12 @@ def _error_lines(text: str) -> Iterator[tuple[str, str]]:
             yield "outcomes", stripped
             continue
         if after_error:
-            bare = stripped.lstrip(_BOX).strip()
+            bare = _bare(stripped).lstrip(_BOX).strip()
             if not bare:
                 continue
             after_error = False
             if _LOCATION.match(bare):
-                yield "locations", stripped
+                yield "locations", _bare(stripped)
                 continue
         if stripped.startswith("Traceback (most recent call last)"):
             in_traceback = True
@@ -241,6 +257,9 @@ def _error_lines(text: str) -> Iterator[tuple[str, str]]:
             or (n + 1 < len(lines) and _GO_FAIL.match(lines[n + 1]))
         ):
             yield "errors", stripped
+            continue
+        stripped = _bare(stripped)
+        if not stripped:
             continue
         outcome = _OUTCOME.match(stripped)
         if outcome:

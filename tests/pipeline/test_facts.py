@@ -7,7 +7,13 @@ import os
 import pytest
 
 from proxy.pipeline import Policy, compute_budget, shrink
-from proxy.pipeline.facts import CATEGORIES, MAX_FACT_CHARS, extract_facts, normalise
+from proxy.pipeline.facts import (
+    CATEGORIES,
+    LINE_CATEGORIES,
+    MAX_FACT_CHARS,
+    extract_facts,
+    normalise,
+)
 from proxy.tokenizers import Tokenizers
 from tests.pipeline import ecosystems
 
@@ -343,3 +349,34 @@ def test_every_toolchains_needles_are_facts(seed: int) -> None:
         assert not missing, (log.name, missing, facts)
         if log.kind == "json":
             assert all(normalise(n) in facts[0] for n in log.needles), (log.name, facts)
+
+
+def test_valgrinds_report_is_read_behind_its_pid_prefix() -> None:
+    """Memcheck's errors, where they happened and its summary; a clean leak summary says nothing."""
+    v = "==4242=="
+    out = "\n".join(
+        [
+            f"{v} Memcheck, a memory error detector",
+            f"{v} Use of uninitialised value of size 8",
+            f"{v}    at 0x4011A2: parse_header (codec.c:88)",
+            f"{v} ",
+            f"{v} LEAK SUMMARY:",
+            f"{v}    definitely lost: 0 bytes in 0 blocks",
+            f"{v}    possibly lost: 64 bytes in 2 blocks",
+            f"{v} ERROR SUMMARY: 1 errors from 1 contexts (suppressed: 0 from 0)",
+            "[exit code: 0]",
+        ]
+    )
+    lines = {c: quota for c, quota in CATEGORIES.items() if c in LINE_CATEGORIES}
+    facts = extract_facts([tool(out)], quotas=lines)
+    assert facts == [
+        "ERROR SUMMARY: 1 errors from 1 contexts (suppressed: 0 from 0)",
+        "possibly lost: 64 bytes in 2 blocks",
+        "Use of uninitialised value of size 8",
+        "at 0x4011A2: parse_header (codec.c:88)",
+    ]
+    clean = f"{v} All heap blocks were freed -- no leaks are possible\n"
+    clean += f"{v} ERROR SUMMARY: 0 errors from 0 contexts (suppressed: 0 from 0)"
+    assert extract_facts([tool(clean)])[0] == (
+        "ERROR SUMMARY: 0 errors from 0 contexts (suppressed: 0 from 0)"
+    )

@@ -34,8 +34,10 @@ SIMILAR = 10  # the inside of a run of near-identical lines (progress, PASSED, d
 # the next newline in C instead of trying the whole pattern at every character (as `^` under
 # MULTILINE would: ~10x slower). No alternative crosses a newline, so each line is tried once.
 # The first alternative that matches wins, so groups go from high to low.
+# Valgrind and the sanitizers put `==PID==` in front of every line of theirs: the rules read what
+# follows it.
 _ANCHORED = re.compile(
-    r"\n[ \t]*+(?:"
+    r"\n[ \t]*+(?:==\d+==[ \t]*+)?(?:"
     r"(?P<summary>\[?(?i:exit|return) (?i:code|status)\b"
     r"|=+ [^\n]*\b(?:passed|failed|errors?|no tests ran)\b[^\n]* =+$"
     r"|Ran \d+ tests? in\b|(?:OK|FAILED)(?: \([^\n]*\))?[ \t]*$"
@@ -61,7 +63,11 @@ _ANCHORED = re.compile(
     # A dotted name ending in Error/Exception/...: the whole name, then a look back at its end
     # (a backtracking `[\w.]*` would retry six suffixes at every character of every first word).
     r"|[\w.]*+(?:(?<=Error)|(?<=Exception)|(?<=Exit)|(?<=Interrupt)|(?<=Failure)|(?<=Fault))(?::|$)"
-    r"|make(?:\[\d+\])?: \*\*\*|× )"
+    r"|make(?:\[\d+\])?: \*\*\*|× "
+    # Memcheck's error kinds (Valgrind manual, "Explanation of error messages from Memcheck").
+    r"|Invalid (?:read|write|free|realloc)\b|Mismatched (?:free|delete)|Conditional jump or move"
+    r"|Use of uninitialised value|Syscall param \S+ points to|Source and destination overlap"
+    r"|[\d,]+ bytes in [\d,]+ blocks are (?:definitely|possibly) lost|Process terminating with)"
     r"|(?P<section>={3,} [^\n]* ={3,}$)"
     r"|(?P<medium>[E>] |File \"[^\"\n]+\", line \d+"
     # An assertion's two sides (Jest, Vitest, Chai, JUnit and others print them on own lines).
