@@ -5,7 +5,8 @@ verdicts ("outcomes"), a package manager's or VCS's closing line ("successes"), 
 where they happened ("errors", "locations"), the exception closing a Python traceback, and a
 closing status line. The toolchains covered are named by the shapes their messages share (pytest,
 pip, npm, gcc/make, Go, Rust, Jest, Mocha, Maven, Gradle, MSBuild, tsc, ESLint, Terraform,
-Docker, git, Valgrind), never by the content of any particular run.
+Docker, git, Valgrind, unittest, CTest, RSpec and minitest, the sanitizers), never by the content
+of any particular run.
 
 Speed matters (facts are extracted from never-seen history on the request path): a text is
 scanned twice for what every reported line holds (`_LINE_START_FACT`, `_ANYWHERE_FACT`) and only
@@ -38,6 +39,10 @@ _ERROR_START = re.compile(
     r"|\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
     r"|e: \S|Execution failed for \S"  # Kotlin's compiler, Gradle
     r"|CONFLICT \([^)]*\): \S|Automatic merge failed\b"  # git merge, rebase, cherry-pick
+    r"|FAIL: \S"  # unittest, Django: FAIL: test_add (tests.test_calc.CalcTests.test_add)
+    r"|\d+/\d+ Test +#\d+: \S+ .*\*\*\*\w|\d+ - \S+ \((?:Failed|Timeout|Not Run|Exception"
+    r"|SEGFAULT|Child aborted|OTHER_FAULT)\)$"  # CTest: a failed test, the list of them
+    r"|(?:Direct|Indirect) leak of \d|WARNING: \w*Sanitizer: "  # LeakSanitizer, ThreadSanitizer
     + _MEMCHECK
 )
 _ERROR = re.compile(
@@ -48,6 +53,7 @@ _ERROR = re.compile(
     r"|\bpanicked at\b"  # Rust
     r"|\[(?:ERROR|FATAL|CRITICAL)\] *\S"  # bracketed log levels (Maven, many loggers)
     r"|\berror [A-Z]{1,4}\d+ ?:"  # error TS2322:, error CS0103:, error C2065:, error MSB3073:
+    r"|\b(?:assertion failed|Assertion `[^\n]*' failed)"  # test macros; glibc's assert()
 )
 _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
@@ -67,6 +73,11 @@ _RUN_OUTCOME = re.compile(
     r"|^✖ \d+ problems?\b"  # ESLint
     r"|^ERROR SUMMARY: \d+ errors? from \d+ contexts?\b"  # Valgrind, and its leak summary's
     r"|^(?:definitely|possibly) lost: [1-9]"  # lines when it found a leak
+    r"|^SUMMARY: \w*Sanitizer: \S"  # AddressSanitizer, UBSan, TSan, LeakSanitizer
+    r"|^(?:FAILED|OK) \((?:failures|errors|skipped)=\d+"  # unittest
+    r"|^Ran \d+ tests? in [\d.]+s$"  # unittest
+    r"|^\d+% tests passed, \d+ tests? failed out of \d+"  # CTest
+    r"|^\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b"  # RSpec, ExUnit, minitest
 )
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
@@ -119,13 +130,16 @@ _LINE_START_FACT = re.compile(
     r"|E(?:RROR|rror|: |xpected|xecution failed)|fatal:|npm |make"  # _ERROR_START
     r"|(?P<gofail>--- FAIL:)|panic: |● |Received|e: |CONFLICT \(|Automatic merge"
     r"|Invalid |Mismatched |Conditional jump|Use of uninit|Syscall param"  # _MEMCHECK
-    r"|Source and dest|\d[\d,]* bytes in|definitely lost|possibly lost|Process terminating)"
+    r"|Source and dest|\d[\d,]* bytes in|definitely lost|possibly lost|Process terminating"
+    r"|SUMMARY: |OK \(|Ran \d|\d+% tests|\d+ (?:examples?|tests?|runs?), "  # _RUN_OUTCOME
+    r"|\d+/\d+ Test +#|\d+ - \S+ \(|Direct leak|Indirect leak|WARNING: )"  # _ERROR_START
 )
 # `.go:\d` written with a look-behind so that the engine tries only the positions holding a "g";
 # "ked at" for "panicked at" (a "k" is rarer than a "p").
 _ANYWHERE_FACT = re.compile(
     r"rror|RROR|Exception|FAILED|No such file or directory|Permission denied|command not found"
     r"|Segmentation fault|undefined reference to|ked at|FATAL\]|ITICAL\]|go:\d(?<=\.go:\d)"
+    r"|ssertion (?:failed|`)"
 )
 # The start of the line that ends a traceback: not blank, not indented, not an omission marker.
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")

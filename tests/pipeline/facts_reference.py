@@ -6,7 +6,8 @@ made here first, the same way, then in the fast module. Changed since the copy: 
 run outcomes (_RUN_OUTCOME), errors (_ERROR's later forms, go test's messages next to `--- FAIL:`)
 and the locations on the line after an error (_LOCATION); BuildKit's `#12 ` is not a comment;
 a tool result's JSON failures (proxy.pipeline.json_outcomes) are error lines after its own;
-Valgrind's Memcheck errors and ERROR SUMMARY, read after its `==PID==` line prefix.
+Valgrind's Memcheck errors and ERROR SUMMARY, read after its `==PID==` line prefix; unittest's,
+CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions.
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ _ERROR = re.compile(
     r"|^\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
     r"|^e: \S|^Execution failed for \S"  # Kotlin compiler, Gradle
     r"|^CONFLICT \([^)]*\): \S|^Automatic merge failed\b"  # git merge, rebase, cherry-pick
+    r"|^FAIL: \S"  # unittest, Django
+    r"|^\d+/\d+ Test +#\d+: \S+ .*\*\*\*\w|^\d+ - \S+ \((?:Failed|Timeout|Not Run|Exception"
+    r"|SEGFAULT|Child aborted|OTHER_FAULT)\)$"  # CTest
+    r"|^(?:Direct|Indirect) leak of \d|^WARNING: \w*Sanitizer: "  # LeakSanitizer, ThreadSanitizer
+    r"|\b(?:assertion failed|Assertion `[^\n]*' failed)"  # test macros; glibc's assert()
     # Valgrind's Memcheck (after its `==PID==` prefix), and a leak summary that found a leak.
     r"|^(?:Invalid (?:read|write) of size \d|Invalid (?:free|realloc)\(\)"
     r"|Mismatched (?:free|delete)|Conditional jump or move depends on uninitialised"
@@ -113,6 +119,11 @@ _RUN_OUTCOME = re.compile(
     r"|^✖ \d+ problems?\b"  # ESLint
     r"|^ERROR SUMMARY: \d+ errors? from \d+ contexts?\b"  # Valgrind, and its leak summary's
     r"|^(?:definitely|possibly) lost: [1-9]"  # lines when it found a leak
+    r"|^SUMMARY: \w*Sanitizer: \S"  # AddressSanitizer, UBSan, TSan, LeakSanitizer
+    r"|^(?:FAILED|OK) \((?:failures|errors|skipped)=\d+"  # unittest
+    r"|^Ran \d+ tests? in [\d.]+s$"  # unittest
+    r"|^\d+% tests passed, \d+ tests? failed out of \d+"  # CTest
+    r"|^\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b"  # RSpec, ExUnit, minitest
 )
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...

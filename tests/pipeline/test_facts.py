@@ -329,6 +329,10 @@ def test_other_toolchains_lines_are_facts(output: str, fact: str, verdict: bool)
         "warning: unused variable: `x`\n  --> src/main.rs:2:9\n",  # a warning's location
         "# error: not really\n#12: done\n",  # comments
         "Build succeeded. Quick import smoke test of both libraries passed\n",  # prose
+        "SUMMARY: all 12 checks green\nRan the linters in two passes\n",  # not a runner's
+        "==4242== definitely lost: 0 bytes in 0 blocks\n==4242== All heap blocks were freed\n",
+        "WARNING: cache is cold, first build will be slow\nOK (cached)\n",
+        "1 - Introduction (draft)\n2 - Setup\n",  # a numbered list, not CTest's
     ],
 )
 def test_lookalikes_of_those_lines_are_not(output: str) -> None:

@@ -52,7 +52,9 @@ _ANCHORED = re.compile(
     r"|(?:ok|FAIL)[ \t]+\S+[ \t]+(?:[\d.]+s|\(cached\))[ \t]*$"
     r"|Found \d+ errors?\b|[✖✕×] \d+ problems?\b|\d+ (?:Error|Warning)\(s\)"
     r"|\d+ (?:passing|failing|pending)\b|Plan: \d+ to add\b|(?:Apply|Destroy) complete!"
-    r"|Automatic merge failed\b)"
+    r"|Automatic merge failed\b"
+    # CTest's pass rate; RSpec's, ExUnit's and minitest's totals.
+    r"|\d+% tests passed\b|\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b)"
     r"|(?P<strong>(?:FAILED|FAIL|ERROR|FATAL|CRITICAL|PANIC)\b"
     r"|(?i:(?:fatal )?error(?:\[[\w-]+\])?:)"
     # A log level in brackets (Maven, Gradle and many loggers), go's failed test and panic,
