@@ -5,8 +5,8 @@ Usage: python -m bench.toolchains [--seeds N]
 
 The logs (Go, Rust, Jest, Mocha, Maven, Gradle, TypeScript, ESLint, .NET, Terraform, Docker,
 git, Valgrind (seen once in the dev corpus, in a short run), unittest, CTest, RSpec,
-AddressSanitizer, and two JSON listings; tests/pipeline/ecosystems.py) are generated with N seeds
-each.
+AddressSanitizer, CMake, apt, and two JSON listings; tests/pipeline/ecosystems.py) are generated
+with N seeds each.
 
 Stage 1: each log compacted at the budgets of bench/compact_eval.py; the seed's 20+20 lines and a
 budget-matched head+tail cut are scored on the same logs.

@@ -5,8 +5,8 @@ verdicts ("outcomes"), a package manager's or VCS's closing line ("successes"), 
 where they happened ("errors", "locations"), the exception closing a Python traceback, and a
 closing status line. The toolchains covered are named by the shapes their messages share (pytest,
 pip, npm, gcc/make, Go, Rust, Jest, Mocha, Maven, Gradle, MSBuild, tsc, ESLint, Terraform,
-Docker, git, Valgrind, unittest, CTest, RSpec and minitest, the sanitizers), never by the content
-of any particular run.
+Docker, git, Valgrind, unittest, CTest, RSpec and minitest, the sanitizers, CMake, Ninja, apt),
+never by the content of any particular run.
 
 Speed matters (facts are extracted from never-seen history on the request path): a text is
 scanned twice for what every reported line holds (`_LINE_START_FACT`, `_ANYWHERE_FACT`) and only
@@ -43,7 +43,7 @@ _ERROR_START = re.compile(
     r"|\d+/\d+ Test +#\d+: \S+ .*\*\*\*\w|\d+ - \S+ \((?:Failed|Timeout|Not Run|Exception"
     r"|SEGFAULT|Child aborted|OTHER_FAULT)\)$"  # CTest: a failed test, the list of them
     r"|(?:Direct|Indirect) leak of \d|WARNING: \w*Sanitizer: "  # LeakSanitizer, ThreadSanitizer
-    + _MEMCHECK
+    r"|CMake Error\b" + _MEMCHECK
 )
 _ERROR = re.compile(
     r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b(?::(?!:)|$)"  # ValueError: ...
@@ -78,11 +78,13 @@ _RUN_OUTCOME = re.compile(
     r"|^Ran \d+ tests? in [\d.]+s$"  # unittest
     r"|^\d+% tests passed, \d+ tests? failed out of \d+"  # CTest
     r"|^\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b"  # RSpec, ExUnit, minitest
+    r"|^-- Configuring incomplete, errors occurred!|^ninja: build stopped: "  # CMake, Ninja
 )
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
     r"|(?:added|removed|changed|updated) \d+ packages?\b"  # npm
     r"|\d+ files? changed\b"  # git
+    r"|\d+ upgraded, \d+ newly installed\b"  # apt
     r"|ok\s+\S+\s+(?:\d+(?:\.\d+)?s|\(cached\)))"  # go test: ok <package> 0.03s
 )
 # Trailing lines that say nothing about how a command went: exit-status footers added by agent
@@ -132,7 +134,8 @@ _LINE_START_FACT = re.compile(
     r"|Invalid |Mismatched |Conditional jump|Use of uninit|Syscall param"  # _MEMCHECK
     r"|Source and dest|\d[\d,]* bytes in|definitely lost|possibly lost|Process terminating"
     r"|SUMMARY: |OK \(|Ran \d|\d+% tests|\d+ (?:examples?|tests?|runs?), "  # _RUN_OUTCOME
-    r"|\d+/\d+ Test +#|\d+ - \S+ \(|Direct leak|Indirect leak|WARNING: )"  # _ERROR_START
+    r"|\d+/\d+ Test +#|\d+ - \S+ \(|Direct leak|Indirect leak|WARNING: "  # _ERROR_START
+    r"|ninja: build stopped|\d+ upgraded, )"  # _RUN_OUTCOME, _SUCCESS
 )
 # `.go:\d` written with a look-behind so that the engine tries only the positions holding a "g";
 # "ked at" for "panicked at" (a "k" is rarer than a "p").

@@ -1,7 +1,8 @@
 """Long tool outputs from toolchains the dev corpus does not hold, each with the lines a model
 must still see after stage 1 (its "needles"): Go, Rust, Jest, Mocha, Maven, Gradle, TypeScript,
-ESLint, .NET, Terraform, Docker, git, Valgrind, unittest, CTest, RSpec, AddressSanitizer; and two
-JSON listings (Kubernetes pods, CI runs) where one item of hundreds reports the failure.
+ESLint, .NET, Terraform, Docker, git, Valgrind, unittest, CTest, RSpec, AddressSanitizer, CMake,
+apt; and two JSON listings (Kubernetes pods, CI runs) where one item of hundreds reports the
+failure.
 
 The dev corpus is mostly Python and npm; the rules of `scoring` are meant for the shapes build and
 test tools share, not for those two. These logs check that on outputs written the way each tool
@@ -550,6 +551,65 @@ def asan(rng: random.Random) -> Log:
     )
 
 
+def cmake(rng: random.Random) -> Log:
+    """`cmake -B build && cmake --build build`: configure chatter, then a package not found."""
+    lines = ["-- The C compiler identification is GNU 12.2.0"]
+    lines += [
+        f"-- Looking for {_words(rng, 1)}_{_words(rng, 1)}.h - found"
+        if rng.random() > 0.2
+        else f"-- Performing Test HAVE_{_words(rng, 2).upper()} - Success"
+        for _ in range(rng.randint(150, 260))
+    ]
+    at = rng.randint(len(lines) // 4, len(lines) * 3 // 4)
+    lines[at:at] = [
+        "CMake Error at cmake/deps.cmake:14 (find_package):",
+        '  By not providing "FindZstd.cmake" in CMAKE_MODULE_PATH this project has',
+        '  asked CMake to find a package configuration file provided by "Zstd", but',
+        "  CMake did not find one.",
+        "",
+        "Call Stack (most recent call first):",
+        "  CMakeLists.txt:9 (include)",
+        "",
+    ]
+    lines += ["-- Configuring incomplete, errors occurred!"]
+    return Log(
+        "cmake",
+        "\n".join(lines),
+        (
+            "CMake Error at cmake/deps.cmake:14 (find_package):",
+            "Configuring incomplete, errors occurred!",
+        ),
+    )
+
+
+def apt_install(rng: random.Random) -> Log:
+    """`apt-get install -y ...`: the plan's summary line in the middle of a long download log."""
+    packages = [f"lib{_words(rng, 1)}{i}-dev" for i in range(rng.randint(60, 110))]
+    lines = [
+        "Reading package lists...",
+        "Building dependency tree...",
+        "Reading state information...",
+        "The following NEW packages will be installed:",
+        "  " + " ".join(packages),
+        f"0 upgraded, {len(packages)} newly installed, 0 to remove and 12 not upgraded.",
+        f"Need to get {rng.randint(10, 99)}.{rng.randint(0, 9)} MB of archives.",
+    ]
+    lines += [
+        f"Get:{i} http://deb.debian.org/debian bookworm/main amd64 {p} amd64 "
+        f"{rng.randint(1, 9)}.{rng.randint(0, 20)}-{rng.randint(1, 5)} [{rng.randint(20, 900)} kB]"
+        for i, p in enumerate(packages, 1)
+    ]
+    lines += [
+        f"Setting up {p}:amd64 ({rng.randint(1, 9)}.{rng.randint(0, 20)}) ..." for p in packages
+    ]
+    lines.append("Processing triggers for libc-bin (2.36-9+deb12u4) ...")
+    return Log(
+        "apt-get",
+        "\n".join(lines),
+        (f"0 upgraded, {len(packages)} newly installed, 0 to remove and 12 not upgraded.",),
+    )
+
+
 def kubectl_pods(rng: random.Random) -> Log:
     """`kubectl get pods -o json`: one pod of hundreds is crash-looping."""
 
@@ -634,6 +694,8 @@ GENERATORS: tuple[Callable[[random.Random], Log], ...] = (
     ctest,
     rspec,
     asan,
+    cmake,
+    apt_install,
     kubectl_pods,
     gh_runs,
 )

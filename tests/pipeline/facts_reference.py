@@ -7,7 +7,8 @@ run outcomes (_RUN_OUTCOME), errors (_ERROR's later forms, go test's messages ne
 and the locations on the line after an error (_LOCATION); BuildKit's `#12 ` is not a comment;
 a tool result's JSON failures (proxy.pipeline.json_outcomes) are error lines after its own;
 Valgrind's Memcheck errors and ERROR SUMMARY, read after its `==PID==` line prefix; unittest's,
-CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions.
+CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions; CMake's and
+Ninja's errors and verdicts, apt's plan.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ _ERROR = re.compile(
     r"|^\d+/\d+ Test +#\d+: \S+ .*\*\*\*\w|^\d+ - \S+ \((?:Failed|Timeout|Not Run|Exception"
     r"|SEGFAULT|Child aborted|OTHER_FAULT)\)$"  # CTest
     r"|^(?:Direct|Indirect) leak of \d|^WARNING: \w*Sanitizer: "  # LeakSanitizer, ThreadSanitizer
+    r"|^CMake Error\b"
     r"|\b(?:assertion failed|Assertion `[^\n]*' failed)"  # test macros; glibc's assert()
     # Valgrind's Memcheck (after its `==PID==` prefix), and a leak summary that found a leak.
     r"|^(?:Invalid (?:read|write) of size \d|Invalid (?:free|realloc)\(\)"
@@ -124,11 +126,13 @@ _RUN_OUTCOME = re.compile(
     r"|^Ran \d+ tests? in [\d.]+s$"  # unittest
     r"|^\d+% tests passed, \d+ tests? failed out of \d+"  # CTest
     r"|^\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b"  # RSpec, ExUnit, minitest
+    r"|^-- Configuring incomplete, errors occurred!|^ninja: build stopped: "  # CMake, Ninja
 )
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
     r"|(?:added|removed|changed|updated) \d+ packages?\b"  # npm
     r"|\d+ files? changed\b"  # git
+    r"|\d+ upgraded, \d+ newly installed\b"  # apt
     r"|ok\s+\S+\s+(?:\d+(?:\.\d+)?s|\(cached\)))"  # go test: ok <package> 0.03s
 )
 # Trailing lines that say nothing about how a command went: exit-status footers added by agent

@@ -54,14 +54,15 @@ _ANCHORED = re.compile(
     r"|\d+ (?:passing|failing|pending)\b|Plan: \d+ to add\b|(?:Apply|Destroy) complete!"
     r"|Automatic merge failed\b"
     # CTest's pass rate; RSpec's, ExUnit's and minitest's totals.
-    r"|\d+% tests passed\b|\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b)"
+    r"|\d+% tests passed\b|\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b"
+    r"|-- Configuring (?:done|incomplete)\b)"
     r"|(?P<strong>(?:FAILED|FAIL|ERROR|FATAL|CRITICAL|PANIC)\b"
     r"|(?i:(?:fatal )?error(?:\[[\w-]+\])?:)"
     # A log level in brackets (Maven, Gradle and many loggers), go's failed test and panic,
     # git's fatal and conflicts, Kotlin's `e: file`, a Gradle task that failed.
     r"|\[(?:ERROR|FATAL|SEVERE)\]|--- FAIL:|panic:|fatal:|CONFLICT \("
     r"|e: (?:file:/|/)|> Task :\S+ FAILED\b|Execution failed for task\b"
-    r"|npm (?:ERR!|error)\b|E: "
+    r"|npm (?:ERR!|error)\b|E: |CMake Error\b|ninja: build stopped\b"
     # A dotted name ending in Error/Exception/...: the whole name, then a look back at its end
     # (a backtracking `[\w.]*` would retry six suffixes at every character of every first word).
     r"|[\w.]*+(?:(?<=Error)|(?<=Exception)|(?<=Exit)|(?<=Interrupt)|(?<=Failure)|(?<=Fault))(?::|$)"
