@@ -43,7 +43,8 @@ _ERROR_START = re.compile(
     r"|\d+/\d+ Test +#\d+: \S+ .*\*\*\*\w|\d+ - \S+ \((?:Failed|Timeout|Not Run|Exception"
     r"|SEGFAULT|Child aborted|OTHER_FAULT)\)$"  # CTest: a failed test, the list of them
     r"|(?:Direct|Indirect) leak of \d|WARNING: \w*Sanitizer: "  # LeakSanitizer, ThreadSanitizer
-    r"|CMake Error\b" + _MEMCHECK
+    r"|CMake Error\b|(?:FAILURES|ERRORS)!$"  # CMake; PHPUnit's verdict
+    r"|error (?:Command failed|An unexpected error)" + _MEMCHECK  # yarn
 )
 _ERROR = re.compile(
     r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b(?::(?!:)|$)"  # ValueError: ...
@@ -54,6 +55,11 @@ _ERROR = re.compile(
     r"|\[(?:ERROR|FATAL|CRITICAL)\] *\S"  # bracketed log levels (Maven, many loggers)
     r"|\berror [A-Z]{1,4}\d+ ?:"  # error TS2322:, error CS0103:, error C2065:, error MSB3073:
     r"|\b(?:assertion failed|Assertion `[^\n]*' failed)"  # test macros; glibc's assert()
+    r"|\bFailed (?:to \w|asserting that\b)|\bError response from daemon\b"  # many; PHPUnit; Docker
+    r"|\b(?:Connection refused|Connection timed out|Could not resolve host"  # curl, ssh, git, ...
+    r"|Name or service not known|Temporary failure in name resolution|Network is unreachable"
+    r"|No route to host)\b"
+    r"|\bERR_PNPM_\w|\bELIFECYCLE\b"  # pnpm, npm
 )
 _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
@@ -79,6 +85,7 @@ _RUN_OUTCOME = re.compile(
     r"|^\d+% tests passed, \d+ tests? failed out of \d+"  # CTest
     r"|^\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b"  # RSpec, ExUnit, minitest
     r"|^-- Configuring incomplete, errors occurred!|^ninja: build stopped: "  # CMake, Ninja
+    r"|^Tests: \d+, Assertions: \d+"  # PHPUnit
 )
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
@@ -135,14 +142,16 @@ _LINE_START_FACT = re.compile(
     r"|Source and dest|\d[\d,]* bytes in|definitely lost|possibly lost|Process terminating"
     r"|SUMMARY: |OK \(|Ran \d|\d+% tests|\d+ (?:examples?|tests?|runs?), "  # _RUN_OUTCOME
     r"|\d+/\d+ Test +#|\d+ - \S+ \(|Direct leak|Indirect leak|WARNING: "  # _ERROR_START
-    r"|ninja: build stopped|\d+ upgraded, )"  # _RUN_OUTCOME, _SUCCESS
+    r"|ninja: build stopped|\d+ upgraded, |error (?:Command failed|An unexpected))"
 )
 # `.go:\d` written with a look-behind so that the engine tries only the positions holding a "g";
 # "ked at" for "panicked at" (a "k" is rarer than a "p").
 _ANYWHERE_FACT = re.compile(
     r"rror|RROR|Exception|FAILED|No such file or directory|Permission denied|command not found"
     r"|Segmentation fault|undefined reference to|ked at|FATAL\]|ITICAL\]|go:\d(?<=\.go:\d)"
-    r"|ssertion (?:failed|`)"
+    r"|ssertion (?:failed|`)|Failed (?:to |asserting)|Connection refused|Connection timed out"
+    r"|Could not resolve host|Name or service not known|Temporary failure in name"
+    r"|Network is unreachable|No route to host|ERR_PNPM_|ELIFECYCLE"
 )
 # The start of the line that ends a traceback: not blank, not indented, not an omission marker.
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")

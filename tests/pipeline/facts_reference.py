@@ -8,7 +8,7 @@ and the locations on the line after an error (_LOCATION); BuildKit's `#12 ` is n
 a tool result's JSON failures (proxy.pipeline.json_outcomes) are error lines after its own;
 Valgrind's Memcheck errors and ERROR SUMMARY, read after its `==PID==` line prefix; unittest's,
 CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions; CMake's and
-Ninja's errors and verdicts, apt's plan.
+Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and network errors.
 """
 
 from __future__ import annotations
@@ -93,7 +93,12 @@ _ERROR = re.compile(
     r"|^\d+/\d+ Test +#\d+: \S+ .*\*\*\*\w|^\d+ - \S+ \((?:Failed|Timeout|Not Run|Exception"
     r"|SEGFAULT|Child aborted|OTHER_FAULT)\)$"  # CTest
     r"|^(?:Direct|Indirect) leak of \d|^WARNING: \w*Sanitizer: "  # LeakSanitizer, ThreadSanitizer
-    r"|^CMake Error\b"
+    r"|^CMake Error\b|^error (?:Command failed|An unexpected error)|^(?:FAILURES|ERRORS)!$"
+    r"|\bFailed (?:to \w|asserting that\b)|\bError response from daemon\b"
+    r"|\b(?:Connection refused|Connection timed out|Could not resolve host"
+    r"|Name or service not known|Temporary failure in name resolution|Network is unreachable"
+    r"|No route to host)\b"
+    r"|\bERR_PNPM_\w|\bELIFECYCLE\b"
     r"|\b(?:assertion failed|Assertion `[^\n]*' failed)"  # test macros; glibc's assert()
     # Valgrind's Memcheck (after its `==PID==` prefix), and a leak summary that found a leak.
     r"|^(?:Invalid (?:read|write) of size \d|Invalid (?:free|realloc)\(\)"
@@ -127,6 +132,7 @@ _RUN_OUTCOME = re.compile(
     r"|^\d+% tests passed, \d+ tests? failed out of \d+"  # CTest
     r"|^\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b"  # RSpec, ExUnit, minitest
     r"|^-- Configuring incomplete, errors occurred!|^ninja: build stopped: "  # CMake, Ninja
+    r"|^Tests: \d+, Assertions: \d+"  # PHPUnit
 )
 _SUCCESS = re.compile(
     r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...

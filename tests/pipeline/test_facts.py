@@ -309,6 +309,88 @@ TOOLCHAIN_FACTS = [
         "Error: Unsupported attribute",
         True,
     ),
+    # yarn, pnpm, PHPUnit, Docker, network tools, unittest, CMake, apt
+    (
+        "$ tsc -p .\nerror Command failed with exit code 2.\ninfo Visit https://x\n",
+        "error Command failed with exit code 2.",
+        True,
+    ),
+    (
+        'error An unexpected error occurred: "https://r/left-pad: Not found".\n',
+        'error An unexpected error occurred: "https://r/left-pad: Not found".',
+        True,
+    ),
+    (
+        " ERR_PNPM_RECURSIVE_RUN_FIRST_FAIL  web@1.0.0 build: `vite build`\nExit status 1\n",
+        "ERR_PNPM_RECURSIVE_RUN_FIRST_FAIL web@1.0.0 build: `vite build`",
+        True,
+    ),
+    (
+        " ELIFECYCLE  Command failed with exit code 1.\n",
+        "ELIFECYCLE Command failed with exit code 1.",
+        True,
+    ),
+    (
+        "1) CalcTest::testAdd\nFailed asserting that 4 matches expected 5.\n\nFAILURES!\n"
+        "Tests: 4, Assertions: 4, Failures: 1.\n",
+        "Tests: 4, Assertions: 4, Failures: 1.",
+        True,
+    ),
+    (
+        "1) CalcTest::testAdd\nFailed asserting that 4 matches expected 5.\n\nFAILURES!\n",
+        "Failed asserting that 4 matches expected 5.",
+        False,
+    ),
+    (
+        "docker: Error response from daemon: pull access denied for acme/web.\n"
+        "See 'docker run --help'.\n",
+        "docker: Error response from daemon: pull access denied for acme/web.",
+        True,
+    ),
+    (
+        "curl: (7) Failed to connect to localhost port 8080 after 0 ms: "
+        "Couldn't connect to server\n",
+        "curl: (7) Failed to connect to localhost port 8080 after 0 ms: Couldn't connect to server",
+        True,
+    ),
+    (
+        "ssh: connect to host example.com port 22: Connection refused\n",
+        "ssh: connect to host example.com port 22: Connection refused",
+        True,
+    ),
+    (
+        "fatal: unable to access 'https://h/r.git/': Could not resolve host: h\n",
+        "fatal: unable to access 'https://h/r.git/': Could not resolve host: h",
+        True,
+    ),
+    (
+        CHATTER + "FAIL: test_add (tests.test_calc.CalcTests.test_add)\n",
+        "FAIL: test_add (tests.test_calc.CalcTests.test_add)",
+        True,
+    ),
+    (
+        "Ran 5 tests in 0.002s\n\nFAILED (failures=1, errors=1)\n",
+        "FAILED (failures=1, errors=1)",
+        True,
+    ),
+    (
+        "CMake Error at CMakeLists.txt:14 (find_package):\n  Could not find Zstd\n\n"
+        "-- Configuring incomplete, errors occurred!\n",
+        "-- Configuring incomplete, errors occurred!",
+        True,
+    ),
+    (
+        "CMake Error at CMakeLists.txt:14 (find_package):\n  Could not find Zstd\n",
+        "CMake Error at CMakeLists.txt:14 (find_package):",
+        True,
+    ),
+    (
+        "Reading package lists...\n"
+        "0 upgraded, 2 newly installed, 0 to remove and 12 not upgraded.\n"
+        "Setting up libz-dev (1.2) ...\n",
+        "0 upgraded, 2 newly installed, 0 to remove and 12 not upgraded.",
+        False,
+    ),
 ]
 
 

@@ -63,6 +63,7 @@ _ANCHORED = re.compile(
     r"|\[(?:ERROR|FATAL|SEVERE)\]|--- FAIL:|panic:|fatal:|CONFLICT \("
     r"|e: (?:file:/|/)|> Task :\S+ FAILED\b|Execution failed for task\b"
     r"|npm (?:ERR!|error)\b|E: |CMake Error\b|ninja: build stopped\b"
+    r"|error (?:Command failed|An unexpected error)\b|ERR_PNPM_\w|ELIFECYCLE\b|FAILURES!"
     # A dotted name ending in Error/Exception/...: the whole name, then a look back at its end
     # (a backtracking `[\w.]*` would retry six suffixes at every character of every first word).
     r"|[\w.]*+(?:(?<=Error)|(?<=Exception)|(?<=Exit)|(?<=Interrupt)|(?<=Failure)|(?<=Fault))(?::|$)"
