@@ -289,6 +289,37 @@ def test_numbered_file_dump_is_head_and_tail_with_one_marker() -> None:
     assert r.text.startswith("     1\t") and r.text.endswith("compute(error_rate=799)")
 
 
+def module(functions: int = 40) -> list[str]:
+    """A Python module: a docstring, imports, a constant, then functions with bodies."""
+    lines = ['"""Ledger arithmetic."""', "", "import math", "", "RATE = 0.25", ""]
+    for f in range(functions):
+        lines += [f"def settle_{f}(entries, rate=RATE):", f'    """Settle batch {f}."""']
+        lines += [f"    total_{k} = sum(e.amount * {k} for e in entries)" for k in range(8)]
+        lines += ["    return math.floor(total_0 * rate)", ""]
+    return lines
+
+
+def test_numbered_source_dump_lists_the_definitions_it_hides() -> None:
+    lines = module()
+    text = "\n".join(f"{i:6d}\t{line}" for i, line in enumerate(lines, 1))
+    r = compact_text(text, 409, tik)
+    assert r is not None and r.kind == "text" and r.tokens_after <= 409
+    out = r.text.split("\n")
+    head = next(i for i, line in enumerate(out) if "the definitions among them" in line)
+    end = out.index(markers.outline_end())
+    listed = out[head + 1 : end]
+    assert len(listed) >= 5 and all("\tdef settle_" in line for line in listed)
+    assert all(line in text.split("\n") for line in listed)  # verbatim, with their numbers
+    assert out[0] == '     1\t"""Ledger arithmetic."""'
+    assert out[-1] == text.split("\n")[-1]  # the tail is kept as before
+
+
+def test_a_log_quoting_source_gets_no_outline() -> None:
+    text = pytest_log() + "\n" + "\n".join(module(6))
+    r = compact_text(text, 409, tik)
+    assert r is not None and r.kind == "log" and "definitions" not in r.text
+
+
 def test_prose_is_text() -> None:
     words = "the sea wind rolled over grey harbour walls while gulls argued about bread".split()
     text = "\n".join(
@@ -459,6 +490,12 @@ def test_json_with_long_trailer_is_not_json() -> None:
             markers.container_omitted("object", 12, 300),
             "... object with 12 keys (300 tokens) omitted by shrink-proxy ...",
         ),
+        (
+            markers.outline_head(437, 5468),
+            "[... 437 lines (5,468 tokens) omitted by shrink-proxy; "
+            "the definitions among them: ...]",
+        ),
+        (markers.outline_end(), "[... end of the definitions listed by shrink-proxy ...]"),
     ],
 )
 def test_marker_wording(marker: str, expected: str) -> None:

@@ -5,7 +5,8 @@ near-identical lines are demoted (see `runs`), overlong lines are cut in the mid
 pass keeps a head and a tail and spends what is left on the best lines, charging one marker per
 gap it opens. Kept lines come out in their original order with one marker per elided gap, so the
 model can tell what is missing and how much. Plain text (prose, `cat -n` dumps) gets head + tail
-and a single marker. Everything depends only on the text, the budget and the counter.
+and a single marker; when it is source code, that marker lists the definitions it hides
+(`outline`). Everything depends only on the text, the budget and the counter.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress
 
-from proxy.pipeline.compact import markers
+from proxy.pipeline.compact import markers, outline
 from proxy.pipeline.compact.runs import find_runs, last_redraw
 from proxy.pipeline.compact.scoring import NORMAL, SIMILAR, score_lines, signal_count
 
@@ -186,20 +187,51 @@ def _marker(work: _Lines, start: int, end: int) -> str:
     return markers.lines_omitted(n, tokens)
 
 
-def _render(work: _Lines, keep: Sequence[bool]) -> tuple[str, int]:
+def _render(work: _Lines, keep: Sequence[bool], listed: Sequence[int] = ()) -> tuple[str, int]:
+    """The kept lines with a marker per gap; a gap holding `listed` lines (source definitions)
+    gets the outline marker with those lines under it."""
     out: list[str] = []
     omitted = 0
     pos, n = 0, len(keep)
+    listed_at = iter(listed)
+    nxt = next(listed_at, n)
+
+    def gap(start: int, end: int) -> None:
+        nonlocal nxt
+        inside = []
+        while nxt < end:
+            inside.append(work.text[nxt])
+            nxt = next(listed_at, n)
+        if inside:
+            tokens = sum(work.original[start:end]) - (end - start)
+            out.extend((markers.outline_head(end - start, tokens), *inside, markers.outline_end()))
+        else:
+            out.append(_marker(work, start, end))
+
     for i in compress(range(n), keep):
         if i > pos:
-            out.append(_marker(work, pos, i))
+            gap(pos, i)
             omitted += i - pos
         out.append(work.text[i])
         pos = i + 1
     if pos < n:
-        out.append(_marker(work, pos, n))
+        gap(pos, n)
         omitted += n - pos
     return "\n".join(out), omitted
+
+
+def _outlined(
+    work: _Lines, target: int, marker_cost: int, defs: list[tuple[int, int]], extra: int
+) -> tuple[list[bool], list[int]]:
+    """Head and tail of a source text in what is left after a share for its outline, and the
+    definitions listed from its gap (none when the gap holds too few to be worth a list)."""
+    keep = _select(work, target, marker_cost, TEXT)
+    if sum(1 for i, _ in defs if not keep[i]) < outline.MIN_DEFINITIONS:
+        return keep, []
+    room = int(target * outline.SHARE)
+    keep = _select(work, target - room, marker_cost, TEXT)
+    gap = [(i, depth) for i, depth in defs if not keep[i]]
+    return keep, outline.choose(gap, work.cost, room - extra)
 
 
 def line_costs(text: str, lines: list[str], count: Count) -> list[int]:
@@ -238,10 +270,18 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
     marker_cost = count(markers.lines_omitted(99_999, 9_999_999)) + 1
     _cut_long(work, budget, marker_cost)
     shape = TEXT if plain else LOG
+    defs = outline.definitions(lines) if plain else []
+    if not outline.MIN_DEFINITIONS <= len(defs) <= outline.MAX_DENSITY * len(lines):
+        defs = []  # not code, or a table of names (a config, a data dump): no map to draw
+    # The outline's two marker lines, beyond the one marker its gap has anyway.
+    extra = count(markers.outline_head(99_999, 9_999_999)) + count(markers.outline_end()) + 2
     target = budget
     for _ in range(_ATTEMPTS):
-        keep = _select(work, target, marker_cost, shape)
-        out, omitted = _render(work, keep)
+        if defs:
+            keep, listed = _outlined(work, target, marker_cost, defs, extra)
+        else:
+            keep, listed = _select(work, target, marker_cost, shape), []
+        out, omitted = _render(work, keep, listed)
         tokens = count(out)
         if tokens <= budget:
             return LinesResult(out, "text" if plain else "log", tokens, omitted)

@@ -32,6 +32,18 @@ def lines_omitted(lines: int, tokens: int) -> str:
     return f"[... {_plural(lines, 'line')} ({_plural(tokens, 'token')}) {SIGNATURE} ...]"
 
 
+def outline_head(lines: int, tokens: int) -> str:
+    """A gap of source lines whose definitions follow (verbatim), up to `outline_end`."""
+    return (
+        f"[... {_plural(lines, 'line')} ({_plural(tokens, 'token')}) {SIGNATURE}; "
+        "the definitions among them: ...]"
+    )
+
+
+def outline_end() -> str:
+    return "[... end of the definitions listed by shrink-proxy ...]"
+
+
 def similar_omitted(lines: int, tokens: int) -> str:
     """A gap inside a run of near-identical lines (same text but for numbers, names, sizes)."""
     return (
