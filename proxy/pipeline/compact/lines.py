@@ -231,7 +231,10 @@ def _outlined(
     room = int(target * outline.SHARE)
     keep = _select(work, target - room, marker_cost, TEXT)
     gap = [(i, depth) for i, depth in defs if not keep[i]]
-    return keep, outline.choose(gap, work.cost, room - extra)
+    listed = outline.choose(gap, work.cost, room - extra)
+    if not listed:  # no definition fits the room: give it back to the head and tail
+        return _select(work, target, marker_cost, TEXT), []
+    return keep, listed
 
 
 def line_costs(text: str, lines: list[str], count: Count) -> list[int]:
@@ -274,7 +277,11 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
     if not outline.MIN_DEFINITIONS <= len(defs) <= outline.MAX_DENSITY * len(lines):
         defs = []  # not code, or a table of names (a config, a data dump): no map to draw
     # The outline's two marker lines, beyond the one marker its gap has anyway.
-    extra = count(markers.outline_head(99_999, 9_999_999)) + count(markers.outline_end()) + 2
+    extra = (
+        count(markers.outline_head(99_999, 9_999_999)) + count(markers.outline_end()) + 2
+        if defs
+        else 0
+    )
     target = budget
     for _ in range(_ATTEMPTS):
         if defs:
