@@ -314,6 +314,50 @@ def test_numbered_source_dump_lists_the_definitions_it_hides() -> None:
     assert out[-1] == text.split("\n")[-1]  # the tail is kept as before
 
 
+def diff(files: int = 30, hunks: int = 3) -> str:
+    out = []
+    for f in range(files):
+        out += [f"diff --git a/src/mod_{f}.py b/src/mod_{f}.py", "index 1a2b3c4..5d6e7f8 100644"]
+        out += [f"--- a/src/mod_{f}.py", f"+++ b/src/mod_{f}.py"]
+        for h in range(hunks):
+            out.append(f"@@ -{10 * h + 1},6 +{10 * h + 1},7 @@ def handler_{h}(request):")
+            out += ["     value = load(request)", "-    if value is None:", "+    if not value:"]
+            out += [
+                "+        log.error('missing value')",
+                "         return None",
+                "     return value",
+            ]
+    return "\n".join(out)
+
+
+def test_a_diff_is_code_and_its_marker_lists_the_files_it_hides() -> None:
+    text = diff()
+    r = compact_text(text, 409, tik)
+    assert r is not None and r.kind == "text" and r.tokens_after <= 409
+    out = r.text.split("\n")
+    head = next(i for i, line in enumerate(out) if "the file and hunk headers among them" in line)
+    listed = out[head + 1 : out.index(markers.outline_end())]
+    assert len(listed) >= 5 and all(line.startswith("diff --git a/src/mod_") for line in listed)
+    # Not read as a log: the added `log.error(...)` lines are code, not errors to keep.
+    assert out[0] == "diff --git a/src/mod_0.py b/src/mod_0.py"
+    assert out[-1] == text.split("\n")[-1]
+
+
+def test_one_files_diff_lists_its_hunks() -> None:
+    r = compact_text(diff(files=1, hunks=60), 409, tik)
+    assert r is not None
+    out = r.text.split("\n")
+    head = next(i for i, line in enumerate(out) if "the file and hunk headers among them" in line)
+    listed = out[head + 1 : out.index(markers.outline_end())]
+    assert len(listed) >= 5 and all(line.startswith("@@ -") for line in listed)
+
+
+def test_a_diff_followed_by_a_test_run_stays_a_log() -> None:
+    r = compact_text(diff(files=5) + "\n" + pytest_log(), 409, tik)
+    assert r is not None and r.kind == "log"
+    assert "FAILED tests/test_mod.py::test_broken - assert 2 == 3" in r.text
+
+
 def test_a_log_quoting_source_gets_no_outline() -> None:
     text = pytest_log() + "\n" + "\n".join(module(6))
     r = compact_text(text, 409, tik)
@@ -495,7 +539,7 @@ def test_json_with_long_trailer_is_not_json() -> None:
             "[... 437 lines (5,468 tokens) omitted by shrink-proxy; "
             "the definitions among them: ...]",
         ),
-        (markers.outline_end(), "[... end of the definitions listed by shrink-proxy ...]"),
+        (markers.outline_end(), "[... end of the lines listed by shrink-proxy ...]"),
     ],
 )
 def test_marker_wording(marker: str, expected: str) -> None:

@@ -5,8 +5,9 @@ near-identical lines are demoted (see `runs`), overlong lines are cut in the mid
 pass keeps a head and a tail and spends what is left on the best lines, charging one marker per
 gap it opens. Kept lines come out in their original order with one marker per elided gap, so the
 model can tell what is missing and how much. Plain text (prose, `cat -n` dumps) gets head + tail
-and a single marker; when it is source code, that marker lists the definitions it hides
-(`outline`). Everything depends only on the text, the budget and the counter.
+and a single marker; when it is source code or a diff, that marker lists the definitions or the
+file and hunk headers it hides (`outline`). Everything depends only on the text, the budget and
+the counter.
 """
 
 from __future__ import annotations
@@ -187,9 +188,11 @@ def _marker(work: _Lines, start: int, end: int) -> str:
     return markers.lines_omitted(n, tokens)
 
 
-def _render(work: _Lines, keep: Sequence[bool], listed: Sequence[int] = ()) -> tuple[str, int]:
-    """The kept lines with a marker per gap; a gap holding `listed` lines (source definitions)
-    gets the outline marker with those lines under it."""
+def _render(
+    work: _Lines, keep: Sequence[bool], listed: Sequence[int] = (), what: str = ""
+) -> tuple[str, int]:
+    """The kept lines with a marker per gap; a gap holding `listed` lines (`what` they are:
+    source definitions, a diff's headers) gets the outline marker with those lines under it."""
     out: list[str] = []
     omitted = 0
     pos, n = 0, len(keep)
@@ -204,7 +207,8 @@ def _render(work: _Lines, keep: Sequence[bool], listed: Sequence[int] = ()) -> t
             nxt = next(listed_at, n)
         if inside:
             tokens = sum(work.original[start:end]) - (end - start)
-            out.extend((markers.outline_head(end - start, tokens), *inside, markers.outline_end()))
+            head = markers.outline_head(end - start, tokens, what)
+            out.extend((head, *inside, markers.outline_end()))
         else:
             out.append(_marker(work, start, end))
 
@@ -259,7 +263,8 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
     original = line_costs(text, lines, count)
     scores = score_lines(lines)
     dup, run = find_runs(lines)
-    plain = _is_plain(text, lines, scores, run)
+    diff = outline.is_diff(text, lines)
+    plain = diff or _is_plain(text, lines, scores, run)  # a diff is code: no log scoring
     n = len(lines)
     if plain:
         scores = [NORMAL] * n
@@ -273,12 +278,13 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
     marker_cost = count(markers.lines_omitted(99_999, 9_999_999)) + 1
     _cut_long(work, budget, marker_cost)
     shape = TEXT if plain else LOG
-    defs = outline.definitions(lines) if plain else []
+    defs = outline.diff_map(lines) if diff else outline.definitions(lines) if plain else []
+    what = "file and hunk headers" if diff else "definitions"
     if not outline.MIN_DEFINITIONS <= len(defs) <= outline.MAX_DENSITY * len(lines):
         defs = []  # not code, or a table of names (a config, a data dump): no map to draw
     # The outline's two marker lines, beyond the one marker its gap has anyway.
     extra = (
-        count(markers.outline_head(99_999, 9_999_999)) + count(markers.outline_end()) + 2
+        count(markers.outline_head(99_999, 9_999_999, what)) + count(markers.outline_end()) + 2
         if defs
         else 0
     )
@@ -288,7 +294,7 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
             keep, listed = _outlined(work, target, marker_cost, defs, extra)
         else:
             keep, listed = _select(work, target, marker_cost, shape), []
-        out, omitted = _render(work, keep, listed)
+        out, omitted = _render(work, keep, listed, what)
         tokens = count(out)
         if tokens <= budget:
             return LinesResult(out, "text" if plain else "log", tokens, omitted)

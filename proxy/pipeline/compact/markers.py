@@ -32,16 +32,17 @@ def lines_omitted(lines: int, tokens: int) -> str:
     return f"[... {_plural(lines, 'line')} ({_plural(tokens, 'token')}) {SIGNATURE} ...]"
 
 
-def outline_head(lines: int, tokens: int) -> str:
-    """A gap of source lines whose definitions follow (verbatim), up to `outline_end`."""
+def outline_head(lines: int, tokens: int, what: str = "definitions") -> str:
+    """A gap whose map follows (source definitions, a diff's headers), verbatim, up to
+    `outline_end`."""
     return (
         f"[... {_plural(lines, 'line')} ({_plural(tokens, 'token')}) {SIGNATURE}; "
-        "the definitions among them: ...]"
+        f"the {what} among them: ...]"
     )
 
 
 def outline_end() -> str:
-    return "[... end of the definitions listed by shrink-proxy ...]"
+    return "[... end of the lines listed by shrink-proxy ...]"
 
 
 def similar_omitted(lines: int, tokens: int) -> str:

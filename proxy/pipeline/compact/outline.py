@@ -1,4 +1,4 @@
-"""Outline: the definitions in a source file's omitted middle, listed under its marker.
+"""Outline: the map of a source file's or a diff's omitted middle, listed under its marker.
 
 A `read_file` of a 600-line module cut to its head and tail leaves a model with the imports and
 the last function: it cannot tell what the file defines, or where. The lines that declare
@@ -6,7 +6,11 @@ something (a function, class, method, type, module-level name) are the file's ma
 verbatim in the marker (with their `cat -n` numbers when the dump has them), they let the model
 ask for exactly the range it needs. They are recognised by shapes the mainstream languages share
 (Python, JS/TS, Go, Rust, Ruby, C-family and JVM methods), never by a file's content; a text
-with fewer than MIN_DEFINITIONS such lines is not treated as code. Pure.
+with fewer than MIN_DEFINITIONS such lines is not treated as code.
+
+A unified diff (`git diff`, `git show`) is code too, not a log: its map is its file headers
+(`diff --git a/x b/x`) and hunk headers (`@@ -12,7 +12,9 @@ def f`), which say which files and
+functions the omitted part changes. Pure.
 """
 
 from __future__ import annotations
@@ -85,3 +89,30 @@ def choose(candidates: Sequence[tuple[int, int]], cost: Sequence[int], room: int
             chosen.append(i)
             spent += cost[i]
     return sorted(chosen)
+
+
+# The lines a unified diff is made of: context, additions, removals, and its headers.
+_DIFF_LINE = re.compile(
+    r"\n(?:[ +\-]|@@ |diff |index |new file mode|deleted file mode|old mode|new mode|similarity"
+    r"|dissimilarity|rename |copy |Binary files |\\ No newline)"
+)
+DIFF_SHARE = 0.8  # of the non-blank lines, at least, for a text to be a diff
+
+
+def is_diff(text: str, lines: Sequence[str]) -> bool:
+    """A unified diff: file or hunk headers, and diff lines nearly everywhere else (a diff with
+    a test run's output after it stays a log)."""
+    headers = text.startswith("diff --git ") + text.count("\ndiff --git ")
+    if not headers and text.count("\n@@ -") < 2:
+        return False
+    nonblank = sum(1 for line in lines if line.strip())
+    return len(_DIFF_LINE.findall("\n" + text)) >= DIFF_SHARE * nonblank
+
+
+def diff_map(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """(index, rank) of a diff's file headers (rank 0) and hunk headers (rank 4)."""
+    return [
+        (i, 0 if line.startswith("diff ") else 4)
+        for i, line in enumerate(lines)
+        if line.startswith(("diff ", "@@ "))
+    ]
