@@ -358,6 +358,40 @@ def test_a_diff_followed_by_a_test_run_stays_a_log() -> None:
     assert "FAILED tests/test_mod.py::test_broken - assert 2 == 3" in r.text
 
 
+def grep(files: int = 40, per_file: int = 12) -> str:
+    return "\n".join(
+        f"src/pkg_{f}/handlers.py:{10 * k + 3}:        raise ValueError(f'bad error code {{code}}')"
+        for f in range(files)
+        for k in range(per_file)
+    )
+
+
+def test_search_results_list_the_first_match_of_each_file_they_hide() -> None:
+    text = grep()
+    r = compact_text(text, 409, tik)
+    assert r is not None and r.kind == "text" and r.tokens_after <= 409
+    out = r.text.split("\n")
+    head = next(i for i, line in enumerate(out) if "the first matches in each file" in line)
+    listed = out[head + 1 : out.index(markers.outline_end())]
+    files = [line.split(":")[0] for line in listed]
+    assert len(listed) >= 4 and len(set(files)) == len(files)  # one line per file
+    assert all(line.split(":")[1] == "3" for line in listed)  # each file's first match
+    assert out[0] == text.split("\n")[0] and out[-1] == text.split("\n")[-1]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [f"src/app.py:{i}: error: Incompatible types in assignment" for i in range(300)],  # mypy
+        [f"src/app.py:{i}:1: F401 `os` imported but unused" for i in range(300)],  # ruff
+        [f"2026-11-30 09:12:{i % 60:02d} INFO worker {i} done" for i in range(300)],  # a log
+    ],
+)
+def test_diagnostics_and_dated_logs_are_not_search_results(lines: list[str]) -> None:
+    r = compact_text("\n".join(lines), 409, tik)
+    assert r is not None and "first matches" not in r.text
+
+
 def test_a_log_quoting_source_gets_no_outline() -> None:
     text = pytest_log() + "\n" + "\n".join(module(6))
     r = compact_text(text, 409, tik)

@@ -5,9 +5,9 @@ near-identical lines are demoted (see `runs`), overlong lines are cut in the mid
 pass keeps a head and a tail and spends what is left on the best lines, charging one marker per
 gap it opens. Kept lines come out in their original order with one marker per elided gap, so the
 model can tell what is missing and how much. Plain text (prose, `cat -n` dumps) gets head + tail
-and a single marker; when it is source code or a diff, that marker lists the definitions or the
-file and hunk headers it hides (`outline`). Everything depends only on the text, the budget and
-the counter.
+and a single marker; when it is source code, a diff or search results, that marker lists the
+definitions, the file and hunk headers or each file's first match it hides (`outline`).
+Everything depends only on the text, the budget and the counter.
 """
 
 from __future__ import annotations
@@ -264,7 +264,9 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
     scores = score_lines(lines)
     dup, run = find_runs(lines)
     diff = outline.is_diff(text, lines)
-    plain = diff or _is_plain(text, lines, scores, run)  # a diff is code: no log scoring
+    files = None if diff else outline.match_files(lines)
+    # A diff is code and search results are matches, whatever words they hold: no log scoring.
+    plain = diff or files is not None or _is_plain(text, lines, scores, run)
     n = len(lines)
     if plain:
         scores = [NORMAL] * n
@@ -278,8 +280,12 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
     marker_cost = count(markers.lines_omitted(99_999, 9_999_999)) + 1
     _cut_long(work, budget, marker_cost)
     shape = TEXT if plain else LOG
-    defs = outline.diff_map(lines) if diff else outline.definitions(lines) if plain else []
-    what = "file and hunk headers" if diff else "definitions"
+    if diff:
+        defs, what = outline.diff_map(lines), "file and hunk headers"
+    elif files is not None:
+        defs, what = outline.first_matches(files), "first matches in each file"
+    else:
+        defs, what = (outline.definitions(lines) if plain else []), "definitions"
     if not outline.MIN_DEFINITIONS <= len(defs) <= outline.MAX_DENSITY * len(lines):
         defs = []  # not code, or a table of names (a config, a data dump): no map to draw
     # The outline's two marker lines, beyond the one marker its gap has anyway.

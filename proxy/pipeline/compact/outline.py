@@ -10,7 +10,8 @@ with fewer than MIN_DEFINITIONS such lines is not treated as code.
 
 A unified diff (`git diff`, `git show`) is code too, not a log: its map is its file headers
 (`diff --git a/x b/x`) and hunk headers (`@@ -12,7 +12,9 @@ def f`), which say which files and
-functions the omitted part changes. Pure.
+functions the omitted part changes. So is `grep -rn` output (`path:line:text` on every line): a
+match that mentions "error" is no error, and its map is the first match in each file. Pure.
 """
 
 from __future__ import annotations
@@ -116,3 +117,48 @@ def diff_map(lines: Sequence[str]) -> list[tuple[int, int]]:
         for i, line in enumerate(lines)
         if line.startswith(("diff ", "@@ "))
     ]
+
+
+# `grep -n`/`grep -rn`/`rg -n` output: `path:line:` then the matched text (`path-line-` for the
+# context lines of -A/-B/-C, `--` between groups).
+# The path is one word with something besides digits and hyphens in it: a log's leading date
+# (`2026-11-30 ...`) is no path.
+_MATCH = re.compile(r"(?=[^\s:]*[^\d\s:-])([^\s:]+?)[:-](\d+)[:-]")
+MATCH_SHARE = 0.8  # of the non-blank lines, at least, for a text to be search results
+# A compiler's or linter's diagnostic has the same `path:line:` start (gcc, mypy, flake8, ruff):
+# a list of those is a log of errors, not search results.
+_DIAGNOSTIC = re.compile(
+    r"[^\s:][^:\n]*?:\d+:(?:\d+:)? ?(?:fatal error|error|warning|note|[A-Z]{1,3}\d{2,4})\b"
+)
+DIAGNOSTIC_SHARE = 0.2
+
+
+def match_files(lines: Sequence[str]) -> list[str | None] | None:
+    """Each line's file for `grep -n`-style search results (None for a `--` separator or a line
+    that names none), or None when the text is not search results."""
+    files: list[str | None] = []
+    matched = nonblank = diagnostics = 0
+    for line in lines:
+        if not line.strip():
+            files.append(None)
+            continue
+        nonblank += 1
+        m = _MATCH.match(line)
+        files.append(m.group(1) if m else None)
+        matched += m is not None or line == "--"
+        diagnostics += m is not None and _DIAGNOSTIC.match(line) is not None
+    if nonblank < MIN_DEFINITIONS or matched < MATCH_SHARE * nonblank:
+        return None
+    return None if diagnostics > DIAGNOSTIC_SHARE * nonblank else files
+
+
+def first_matches(files: Sequence[str | None]) -> list[tuple[int, int]]:
+    """(index, rank 0) of the first line of each file's matches."""
+    out: list[tuple[int, int]] = []
+    previous = None
+    for i, name in enumerate(files):
+        if name is not None and name != previous:
+            out.append((i, 0))
+        if name is not None:
+            previous = name
+    return out
