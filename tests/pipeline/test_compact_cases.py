@@ -10,6 +10,7 @@ import pytest
 from proxy.pipeline.compact import Compacted, compact_text, markers
 from proxy.pipeline.compact.scoring import shape
 from tests.pipeline.counters import crude, tik
+from tests.pipeline.test_outline import PROGRAMS, program
 
 COUNTERS = [pytest.param(tik, id="tiktoken"), pytest.param(crude, id="bytes")]
 MARKER_LINE = re.compile(
@@ -312,6 +313,23 @@ def test_numbered_source_dump_lists_the_definitions_it_hides() -> None:
     assert all(line in text.split("\n") for line in listed)  # verbatim, with their numbers
     assert out[0] == '     1\t"""Ledger arithmetic."""'
     assert out[-1] == text.split("\n")[-1]  # the tail is kept as before
+
+
+@pytest.mark.parametrize("language", PROGRAMS)
+def test_unnumbered_source_is_code_not_a_log(language: str) -> None:
+    """Read without line numbers, a source file full of `raise ValueError('invalid ...')` is
+    still head, tail and the definitions between them, not scattered "error" lines."""
+    text = program(language, functions=60)
+    r = compact_text(text, 409, tik)
+    assert r is not None and r.kind == "text" and r.tokens_after <= 409
+    out = r.text.split("\n")
+    head = next(i for i, line in enumerate(out) if "the definitions among them" in line)
+    listed = out[head + 1 : out.index(markers.outline_end())]
+    assert len(listed) >= 5 and all("check" in line for line in listed)
+    kept = out[:head] + out[out.index(markers.outline_end()) + 1 :]
+    assert text.startswith("\n".join(out[:head]))  # one gap: a head ...
+    assert text.endswith("\n".join(kept[head:]))  # ... and a tail
+    assert "omitted by shrink-proxy" not in "\n".join(kept)
 
 
 def diff(files: int = 30, hunks: int = 3) -> str:

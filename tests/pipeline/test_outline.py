@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.pipeline.compact.outline import choose, definitions
+from proxy.pipeline.compact.outline import choose, definitions, is_source
+from proxy.pipeline.compact.scoring import signal_lines
 
 SOURCES = {
     "python": (
@@ -92,3 +93,116 @@ def test_top_level_definitions_come_before_names_and_methods() -> None:
     assert choose(found, cost, 20) == [5, 10]  # class Cart, async def fetch
     assert choose(found, cost, 30) == [2, 5, 10]  # then the module-level name
     assert choose(found, cost, 40) == [2, 5, 6, 10]
+
+
+# Unnumbered source files, as `cat` and most agents' read_file tools return them: functions
+# whose bodies are full of the words a log's errors are made of.
+PROGRAMS = {
+    "python": lambda f: [
+        f"def check_{f}(value):",
+        f'    """Reject what batch {f} cannot take."""',
+        "    if value is None:",
+        f"        raise ValueError('invalid value: missing field {f}')",
+        "    return value",
+        "",
+    ],
+    "javascript": lambda f: [
+        f"export function check{f}(value) {{",
+        "  if (value == null) {",
+        f"    throw new Error('invalid value: missing field {f}');",
+        "  }",
+        "  return value;",
+        "}",
+        "",
+    ],
+    "go": lambda f: [
+        f"func check{f}(value *Item) error {{",
+        "\tif value == nil {",
+        f'\t\treturn fmt.Errorf("invalid value: missing field {f}")',
+        "\t}",
+        "\treturn nil",
+        "}",
+        "",
+    ],
+    "rust": lambda f: [
+        f"pub fn check_{f}(value: Option<u8>) -> Result<u8, Error> {{",
+        f"    // Batch {f} has no default to fall back on.",
+        f'    value.ok_or(Error::new("invalid value: missing field {f}"))',
+        "}",
+        "",
+    ],
+    "c": lambda f: [
+        f"int check_{f}(struct item *value)",
+        "{",
+        "    if (value == NULL) {",
+        f'        fprintf(stderr, "error: invalid value, missing field {f}\\n");',
+        "        return -1;",
+        "    }",
+        "    return 0;",
+        "}",
+        "",
+    ],
+    "java": lambda f: [
+        f"    public Item check{f}(Item value) {{",
+        "        if (value == null) {",
+        f'            throw new IllegalArgumentException("invalid value: missing field {f}");',
+        "        }",
+        "        return value;",
+        "    }",
+        "",
+    ],
+}
+
+
+def program(language: str, functions: int = 12) -> str:
+    return "\n".join(line for f in range(functions) for line in PROGRAMS[language](f))
+
+
+@pytest.mark.parametrize("language", PROGRAMS)
+def test_unnumbered_source_files_are_source(language: str) -> None:
+    text = program(language)
+    assert is_source(text, text.split("\n"), signal_lines)
+
+
+def long_failures(tests: int = 6) -> str:
+    """`pytest --tb=long`: each failing test's whole source, with its `>` and `E` lines."""
+    out = []
+    for f in range(tests):
+        out += [f"________________ test_check_{f} ________________", ""]
+        out += [f"    def test_check_{f}():"]
+        out += [f"        item_{k} = load({k}, strict=True)" for k in range(18)]
+        out += [f">       assert check_{f}(item_0) == 3", "E       assert 2 == 3"]
+        out += [f"E        +  where 2 = check_{f}(<Item>)", ""]
+        out += [f"tests/test_c.py:{f}: AssertionError"]
+    return "\n".join(out)
+
+
+def pip_resolving(packages: int = 20) -> str:
+    """`Collecting x (from y)` reads like a C function's head, and its other lines are indented
+    or end in a bracket, like code."""
+    out = []
+    for f in range(packages):
+        out += [
+            f"Collecting pkg{f} (from app==1.0)",
+            f"  Downloading pkg{f}-1.{f}.0-py3-none-any.whl ({f + 3} kB)",
+            f"     {'━' * 40} {f + 3}/{f + 3} kB 8.1 MB/s eta 0:00:00",
+            f"Requirement already satisfied: dep{f} in ./venv/lib (from pkg{f}) (2.{f})",
+        ]
+    return "\n".join(out)
+
+
+# Each is shaped like code nearly everywhere and defines enough; one test tells it from source.
+LOGS = {"pytest --tb=long": long_failures, "pip": pip_resolving}
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_logs_that_quote_code_are_not_source(name: str) -> None:
+    text = LOGS[name]()
+    assert not is_source(text, text.split("\n"), signal_lines)
+
+
+def test_prose_and_a_table_of_names_are_not_source() -> None:
+    prose = "\n".join(["The cart class keeps items.", "If the total is zero, return early."] * 20)
+    names = "\n".join(f"def f{i}(): pass" for i in range(40))  # every line a definition
+    for text in (prose, names):
+        assert not is_source(text, text.split("\n"), signal_lines)

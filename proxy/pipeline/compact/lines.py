@@ -4,9 +4,10 @@ Most tool results are lines. Each line is counted once; lines are scored (see `s
 near-identical lines are demoted (see `runs`), overlong lines are cut in the middle, then a greedy
 pass keeps a head and a tail and spends what is left on the best lines, charging one marker per
 gap it opens. Kept lines come out in their original order with one marker per elided gap, so the
-model can tell what is missing and how much. Plain text (prose, `cat -n` dumps) gets head + tail
-and a single marker; when it is source code, a diff or search results, that marker lists the
-definitions, the file and hunk headers or each file's first match it hides (`outline`).
+model can tell what is missing and how much. Plain text (prose, `cat -n` dumps, source files read
+without numbers) gets head + tail and a single marker; when it is source code, a diff or search
+results, that marker lists the definitions, the file and hunk headers or each file's first match
+it hides (`outline`).
 Everything depends only on the text, the budget and the counter.
 """
 
@@ -21,7 +22,13 @@ from itertools import compress
 
 from proxy.pipeline.compact import markers, outline
 from proxy.pipeline.compact.runs import find_runs, last_redraw
-from proxy.pipeline.compact.scoring import NORMAL, SIMILAR, score_lines, signal_count
+from proxy.pipeline.compact.scoring import (
+    NORMAL,
+    SIMILAR,
+    score_lines,
+    signal_count,
+    signal_lines,
+)
 
 Count = Callable[[str], int]
 
@@ -265,8 +272,14 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
     dup, run = find_runs(lines)
     diff = outline.is_diff(text, lines)
     files = None if diff else outline.match_files(lines)
-    # A diff is code and search results are matches, whatever words they hold: no log scoring.
-    plain = diff or files is not None or _is_plain(text, lines, scores, run)
+    # A diff or a source file is code and search results are matches, whatever words they hold:
+    # no log scoring.
+    plain = (
+        diff
+        or files is not None
+        or _is_plain(text, lines, scores, run)
+        or outline.is_source("\n".join(lines), lines, signal_lines)
+    )
     n = len(lines)
     if plain:
         scores = [NORMAL] * n

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 
 MIN_DEFINITIONS = 3
@@ -62,6 +62,67 @@ _SCAN = re.compile(
     rf"|{_KEYWORD}(?P<top>{_DEFINITION})|{_TOP})",
     re.MULTILINE,
 )
+
+
+# A line shaped like code in most languages: indented, a comment, decorator or docstring, a
+# statement keyword, a closing bracket, or ending like a statement or a block opener does. Found
+# after a newline put in front, like `_SCAN`.
+_CODE_LINE = re.compile(
+    r"\n(?:[ \t]+\S|#|//|/\*|\*|@|\"\"\"|'''|[}\])]"
+    r"|(?:import|from|return|if|else|elif|for|while|try|except|catch|finally|with|package|use"
+    r"|using|include|const|let|var|pub|fn|func|class|def|struct|enum|interface|type|raise|throw"
+    r"|async|export|static|public|private|protected|namespace|require|module|end)\b"
+    r"|[^\n]*[{}:;,(\[)=]$)",
+    re.MULTILINE,
+)
+# The definitions that open with a keyword (`_DEFINITION`), indented or not: unlike `_TOP`'s
+# bare `name = value` and `words (...)` forms, log lines do not take these shapes by chance.
+_KEYWORD_DEFINITION = re.compile(
+    rf"\n(?:{_B}*+\d++\t)?[ \t]*+{_KEYWORD}(?:{_DEFINITION})", re.MULTILINE
+)
+# A C function defined at column 0 (`_TOP`'s form, or GNU style with its type on the line
+# before) whose body opens on its line or the next: without the brace, `Collecting x (from y)`
+# in a pip log would pass for one. Possessive, so a line of words is not retried word by word.
+_C_FUNCTION = re.compile(
+    r"\n(?!(?:if|for|while|switch|return|else|do|case|catch)\b)(?:[A-Za-z_][\w*]*+[ \t*]++)*+"
+    rf"\**\w++{_B}*\([^;{{\n]*+(?:\{{{_B}*$|\n\{{)",
+    re.MULTILINE,
+)
+# What every such definition holds: a closing parenthesis, then a brace at the line's end or
+# alone on the next line. Found 5-10x faster than the definitions themselves.
+_BLOCK_OPENS = re.compile(r"\)[^\S\n]*(?:\n\{|\{[^\S\n]*\n)")
+CODE_SHARE = 0.8  # of the non-blank lines, at least, shaped like code
+SIGNAL_SHARE = 0.06  # of the non-blank lines, at most, where a log's signals start
+SAMPLE = 400  # lines, evenly spaced, the shares are measured on: a share needs no more
+
+
+def is_source(text: str, lines: Sequence[str], signals: Callable[[str], int]) -> bool:
+    """Source code without line numbers: CODE_SHARE of the lines shaped like code, at most
+    SIGNAL_SHARE starting like a log's verdicts, errors, assertion details or traceback frames
+    (`signals` counts those; a docstring's list of the exceptions raised is the few it allows),
+    and at least MIN_DEFINITIONS keyword or C definitions, at most MAX_DENSITY per line.
+
+    A pytest failure report quotes test functions among its `E` and `>` lines; a pip log's
+    `Collecting x (from y)` lines look like C definitions but open no block: both stay logs.
+    The shares are read off every n-th line (a function of the text alone, like the rest), so
+    a long log costs the scans for definitions only when it is shaped like code.
+    """
+    every = lines[:: max(1, len(lines) // SAMPLE)]
+    sample = [line for line in every if line.strip()]
+    if not sample:
+        return False
+    joined = "\n" + "\n".join(sample)
+    if len(_CODE_LINE.findall(joined)) < CODE_SHARE * len(sample):
+        return False
+    if signals(joined[1:]) > SIGNAL_SHARE * len(sample):
+        return False
+    whole = "\n" + text
+    starts = {m.start() for m in _KEYWORD_DEFINITION.finditer(whole)}
+    if len(_BLOCK_OPENS.findall(whole)) >= MIN_DEFINITIONS:
+        # Lines, not matches: `export function f(x) {` is both forms.
+        starts.update(m.start() for m in _C_FUNCTION.finditer(whole))
+    nonblank = len(lines) * len(sample) / len(every)
+    return MIN_DEFINITIONS <= len(starts) <= MAX_DENSITY * nonblank
 
 
 def definitions(lines: Sequence[str]) -> list[tuple[int, int]]:

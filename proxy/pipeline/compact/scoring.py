@@ -369,6 +369,12 @@ def score_lines(lines: Sequence[str]) -> list[int]:
     return scores
 
 
+def signal_lines(text: str) -> int:
+    """How many lines start like a log's signals (verdicts, errors, assertion details,
+    traceback frames, section rules): the line-anchored rules alone, one scan."""
+    return len(_ANCHORED.findall("\n" + text))
+
+
 def signal_count(scores: Sequence[int]) -> int:
     """How many lines carry any signal beyond ordinary output: tells logs from plain text."""
     return sum(1 for s in scores if s >= MEDIUM)
