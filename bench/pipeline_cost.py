@@ -11,6 +11,9 @@ target is reached. For each window it times, median of `--reps` runs:
             app's lifespan does at startup): every count and every compaction is new;
   warm      the same request again on the same Shrinker (the client retried);
   next      then the session plus one new user message (the next turn);
+  python    the request again on the same counter with an empty memo: every token count is
+            cached, every compaction, facts list and cut is computed anew, so this is the
+            pipeline's own Python, the part of a cold request no tokenizer speed-up removes;
 
 and, as yardsticks, a fresh TokenCounter counting the messages (no compaction, no trimming) and
 tiktoken encoding the session's concatenated text (contents and tool-call
@@ -28,7 +31,7 @@ from typing import Any
 
 from bench import corpus
 from bench.corpus import Conversation, Message
-from proxy.shrinker import Shrinker
+from proxy.shrinker import CompactMemo, Shrinker
 from proxy.tokens import CL100K, TokenCounter
 
 WINDOWS = (32768, 16384, 8192)
@@ -70,9 +73,16 @@ def measure(
     settings: Any, body: dict[str, Any], nxt: dict[str, Any], text: str, reps: int
 ) -> dict[str, float]:
     """Median ms of encode, count (a fresh counter over the messages: what any exact pipeline
-    pays at least), cold, warm and next, interleaved rep by rep so that load from other
+    pays at least), cold, warm, next and python, interleaved rep by rep so that load from other
     processes hits the yardstick and the pipeline alike."""
-    runs: dict[str, list[float]] = {"encode": [], "count": [], "cold": [], "warm": [], "next": []}
+    runs: dict[str, list[float]] = {
+        "encode": [],
+        "count": [],
+        "cold": [],
+        "warm": [],
+        "next": [],
+        "python": [],
+    }
     for _ in range(reps):
         tokenizers = corpus.tokenizers()  # loads cl100k_base: startup work, not timed
         encoding = tokenizers.for_model(corpus.MODEL).encoding
@@ -83,6 +93,8 @@ def measure(
         runs["cold"].append(timed(sh.plan_sync, body, "auto"))
         runs["warm"].append(timed(sh.plan_sync, body, "auto"))
         runs["next"].append(timed(sh.plan_sync, nxt, "auto"))
+        sh.memo = CompactMemo(sh.memo.capacity, sh.memo.max_chars)
+        runs["python"].append(timed(sh.plan_sync, body, "auto"))
     return {k: statistics.median(v) for k, v in runs.items()}
 
 
@@ -113,7 +125,7 @@ def main() -> None:
     print(f"median of {args.reps} interleaved runs; enc = tiktoken encoding the text once")
     print(
         f"\n{'window':>8}{'enc ms':>9}{'count ms':>9}{'cold ms':>9}{'warm ms':>9}{'next ms':>9}"
-        f"{'cold/enc':>10}{'warm/enc':>10}{'next/enc':>10}  plan"
+        f"{'py ms':>8}{'cold/enc':>10}{'warm/enc':>10}{'next/enc':>10}{'py/enc':>8}  plan"
     )
     raw: dict[str, Any] = {
         "messages": len(messages),
@@ -131,7 +143,8 @@ def main() -> None:
         enc = t["encode"]
         print(
             f"{window:>8,}{enc:>9.1f}{t['count']:>9.1f}{t['cold']:>9.1f}{t['warm']:>9.1f}{t['next']:>9.1f}"
-            f"{t['cold'] / enc:>10.2f}{t['warm'] / enc:>10.3f}{t['next'] / enc:>10.3f}"
+            f"{t['python']:>8.1f}{t['cold'] / enc:>10.2f}{t['warm'] / enc:>10.3f}"
+            f"{t['next'] / enc:>10.3f}{t['python'] / enc:>8.2f}"
             f"  {report.tokens_before:,} -> {report.tokens_after:,} ({report.actions_header})"
         )
         raw["windows"][str(window)] = {
