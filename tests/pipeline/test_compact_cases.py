@@ -10,7 +10,7 @@ import pytest
 from proxy.pipeline.compact import Compacted, compact_text, markers
 from proxy.pipeline.compact.scoring import shape
 from tests.pipeline.counters import crude, tik
-from tests.pipeline.test_outline import PROGRAMS, program
+from tests.pipeline.test_outline import PROGRAMS, program, readme
 
 COUNTERS = [pytest.param(tik, id="tiktoken"), pytest.param(crude, id="bytes")]
 MARKER_LINE = re.compile(
@@ -330,6 +330,20 @@ def test_unnumbered_source_is_code_not_a_log(language: str) -> None:
     assert text.startswith("\n".join(out[:head]))  # one gap: a head ...
     assert text.endswith("\n".join(kept[head:]))  # ... and a tail
     assert "omitted by shrink-proxy" not in "\n".join(kept)
+
+
+def test_a_document_is_head_tail_and_its_headings() -> None:
+    """A README whose prose talks of errors and failures is not a log: its marker lists the
+    section headings it hides; the fenced examples' shell comments are no headings."""
+    text = readme(sections=40)
+    r = compact_text(text, 409, tik)
+    assert r is not None and r.kind == "text" and r.tokens_after <= 409
+    out = r.text.split("\n")
+    head = next(i for i, line in enumerate(out) if "the headings among them" in line)
+    listed = out[head + 1 : out.index(markers.outline_end())]
+    assert len(listed) >= 5 and all(line.startswith("## Section ") for line in listed)
+    kept = out[:head] + out[out.index(markers.outline_end()) + 1 :]
+    assert text.startswith("\n".join(out[:head])) and text.endswith("\n".join(kept[head:]))
 
 
 def diff(files: int = 30, hunks: int = 3) -> str:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.pipeline.compact.outline import choose, definitions, is_source
+from proxy.pipeline.compact.outline import (
+    choose,
+    definitions,
+    document_headings,
+    headings,
+    is_source,
+)
 from proxy.pipeline.compact.scoring import signal_lines
 
 SOURCES = {
@@ -206,3 +212,55 @@ def test_prose_and_a_table_of_names_are_not_source() -> None:
     names = "\n".join(f"def f{i}(): pass" for i in range(40))  # every line a definition
     for text in (prose, names):
         assert not is_source(text, text.split("\n"), signal_lines)
+
+
+def readme(sections: int = 12) -> str:
+    """A project's README: a title, sections of prose that talk about errors and failures,
+    fenced examples with shell comments and a traceback, a setext-underlined section."""
+    out = ["# ledger", "", "Settle batches of entries without losing a cent.", ""]
+    for s in range(sections):
+        out += [f"## Section {s}", ""]
+        out += [
+            f"If settling batch {s} fails with an invalid entry, the error names the field that "
+            "is missing; retry after fixing it."
+        ] * 3
+        out += ["", "```bash", "# install, then run", f"ledger settle --batch {s}", "```", ""]
+        out += ["```", "Traceback (most recent call last):", "ValueError: invalid entry", "```"]
+    out += ["", "Changes", "=======", "", "Nothing failed in 1.0.", ""]
+    return "\n".join(out)
+
+
+def test_headings_are_atx_and_setext_outside_fences() -> None:
+    lines = readme(3).split("\n")
+    found = [(lines[i], rank) for i, rank in headings(lines)]
+    assert found == [
+        ("# ledger", 0),
+        ("## Section 0", 1),
+        ("## Section 1", 1),
+        ("## Section 2", 1),
+        ("Changes", 0),
+    ]  # `# install, then run` is a shell comment in a fenced block
+    diff = ["@@ -1,4 +1,3 @@", " text", "-", "-   ", "+---"]
+    assert headings(diff) == []  # a removed blank line is no setext underline
+
+
+def test_a_readme_is_a_document() -> None:
+    text = readme()
+    lines = text.split("\n")
+    # Only lines outside the fences count as errors: the traceback is an example.
+    errors = [i for i, line in enumerate(lines) if line.startswith(("Traceback", "ValueError"))]
+    found = document_headings(text, lines, errors, signal_lines)
+    assert found is not None and len(found) == 14
+
+
+def test_a_log_with_a_few_heading_like_lines_is_no_document() -> None:
+    text = readme()
+    lines = text.split("\n")
+    # Outside any fence, an error line (the caller's scoring says which) makes it a log.
+    assert document_headings(text, lines, [2], signal_lines) is None
+    steps = [
+        f"# step {k}\n" + "\n".join(f"compiling unit {k}.{u}" for u in range(9)) for k in range(6)
+    ]
+    log = "\n".join([*steps, "error: linker failed"])
+    log_lines = log.split("\n")
+    assert document_headings(log, log_lines, [len(log_lines) - 1], signal_lines) is None

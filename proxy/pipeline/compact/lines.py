@@ -5,9 +5,9 @@ near-identical lines are demoted (see `runs`), overlong lines are cut in the mid
 pass keeps a head and a tail and spends what is left on the best lines, charging one marker per
 gap it opens. Kept lines come out in their original order with one marker per elided gap, so the
 model can tell what is missing and how much. Plain text (prose, `cat -n` dumps, source files read
-without numbers) gets head + tail and a single marker; when it is source code, a diff or search
-results, that marker lists the definitions, the file and hunk headers or each file's first match
-it hides (`outline`).
+without numbers, documents) gets head + tail and a single marker; when it is source code, a diff,
+search results or a document, that marker lists the definitions, the file and hunk headers, each
+file's first match or the headings it hides (`outline`).
 Everything depends only on the text, the budget and the counter.
 """
 
@@ -25,6 +25,7 @@ from proxy.pipeline.compact.runs import find_runs, last_redraw
 from proxy.pipeline.compact.scoring import (
     NORMAL,
     SIMILAR,
+    STRONG,
     score_lines,
     signal_count,
     signal_lines,
@@ -273,13 +274,17 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
     diff = outline.is_diff(text, lines)
     files = None if diff else outline.match_files(lines)
     # A diff or a source file is code and search results are matches, whatever words they hold:
-    # no log scoring.
-    plain = (
-        diff
-        or files is not None
-        or _is_plain(text, lines, scores, run)
-        or outline.is_source("\n".join(lines), lines, signal_lines)
-    )
+    # no log scoring. Nor for a document without a log's errors: its map is its headings.
+    plain = diff or files is not None or _is_plain(text, lines, scores, run)
+    heads = None
+    if not diff and files is None:
+        joined = "\n".join(lines)
+        if outline.is_source(joined, lines, signal_lines):
+            plain = True
+        else:
+            errors = [i for i, s in enumerate(scores) if s == STRONG]
+            heads = outline.document_headings(joined, lines, errors, signal_lines)
+            plain = plain or heads is not None
     n = len(lines)
     if plain:
         scores = [NORMAL] * n
@@ -297,6 +302,8 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
         defs, what = outline.diff_map(lines), "file and hunk headers"
     elif files is not None:
         defs, what = outline.first_matches(files), "first matches in each file"
+    elif heads is not None:
+        defs, what = heads, "headings"
     else:
         defs, what = (outline.definitions(lines) if plain else []), "definitions"
     if not outline.MIN_DEFINITIONS <= len(defs) <= outline.MAX_DENSITY * len(lines):

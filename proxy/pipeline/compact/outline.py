@@ -65,16 +65,15 @@ _SCAN = re.compile(
 
 
 # A line shaped like code in most languages: indented, a comment, decorator or docstring, a
-# statement keyword, a closing bracket, or ending like a statement or a block opener does. Found
-# after a newline put in front, like `_SCAN`.
-_CODE_LINE = re.compile(
-    r"\n(?:[ \t]+\S|#|//|/\*|\*|@|\"\"\"|'''|[}\])]"
+# statement keyword or a closing bracket at its start, or ending like a statement or a block
+# opener does (tested with `str.endswith`: a regex reaching for the end of every line costs 4x).
+_CODE_START = re.compile(
+    r"[ \t]+\S|#|//|/\*|\*|@|\"\"\"|'''|[}\])]"
     r"|(?:import|from|return|if|else|elif|for|while|try|except|catch|finally|with|package|use"
     r"|using|include|const|let|var|pub|fn|func|class|def|struct|enum|interface|type|raise|throw"
     r"|async|export|static|public|private|protected|namespace|require|module|end)\b"
-    r"|[^\n]*[{}:;,(\[)=]$)",
-    re.MULTILINE,
 )
+_CODE_ENDS = tuple("{}:;,([)=")
 # The definitions that open with a keyword (`_DEFINITION`), indented or not: unlike `_TOP`'s
 # bare `name = value` and `words (...)` forms, log lines do not take these shapes by chance.
 _KEYWORD_DEFINITION = re.compile(
@@ -111,10 +110,12 @@ def is_source(text: str, lines: Sequence[str], signals: Callable[[str], int]) ->
     sample = [line for line in every if line.strip()]
     if not sample:
         return False
-    joined = "\n" + "\n".join(sample)
-    if len(_CODE_LINE.findall(joined)) < CODE_SHARE * len(sample):
+    shaped = sum(
+        1 for line in sample if _CODE_START.match(line) or line.rstrip().endswith(_CODE_ENDS)
+    )
+    if shaped < CODE_SHARE * len(sample):
         return False
-    if signals(joined[1:]) > SIGNAL_SHARE * len(sample):
+    if signals("\n".join(sample)) > SIGNAL_SHARE * len(sample):
         return False
     whole = "\n" + text
     starts = {m.start() for m in _KEYWORD_DEFINITION.finditer(whole)}
@@ -123,6 +124,78 @@ def is_source(text: str, lines: Sequence[str], signals: Callable[[str], int]) ->
         starts.update(m.start() for m in _C_FUNCTION.finditer(whole))
     nonblank = len(lines) * len(sample) / len(every)
     return MIN_DEFINITIONS <= len(starts) <= MAX_DENSITY * nonblank
+
+
+# Markdown and reStructuredText-style documents (a README, a CHANGELOG, docs): their map is their
+# headings. ATX (`## Usage`) or setext (a title underlined with three or more `=` or `-`, no
+# spaces: a diff's removed blank line `-` is no underline).
+_HEADING_HINT = re.compile(r"\n(?:#{1,6}[ \t]+\S|(?:={3,}|-{3,})[ \t]*$)", re.MULTILINE)
+_ATX = re.compile(r"(#{1,6})[ \t]+\S")
+_UNDERLINE = re.compile(r"(?:={3,}|-{3,})[ \t]*")
+_FENCES = ("```", "~~~")
+
+
+def _outside_fences(lines: Sequence[str]) -> list[int]:
+    """Indices of the lines outside fenced code blocks (```` ``` ```` or `~~~`), fences
+    excluded: a shell comment or an error message quoted in a block is the doc's example."""
+    out: list[int] = []
+    fence = ""
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        if stripped.startswith(_FENCES):
+            if not fence:
+                fence = stripped[:3]
+            elif stripped.startswith(fence):
+                fence = ""
+            continue
+        if not fence:
+            out.append(i)
+    return out
+
+
+def headings(lines: Sequence[str], outside: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    """(index, rank) of each heading outside fenced code blocks; the rank is its level less
+    one (setext: `=` is 1, `-` is 2). `outside`: `_outside_fences(lines)`, when known."""
+    found: list[tuple[int, int]] = []
+    previous = -2  # the index of the last line outside a fence
+    for i in _outside_fences(lines) if outside is None else outside:
+        line = lines[i]
+        atx = _ATX.match(line)
+        if atx:
+            found.append((i, len(atx.group(1)) - 1))
+        elif (
+            previous == i - 1
+            and lines[previous].strip()
+            and _UNDERLINE.fullmatch(line)
+            and not _ATX.match(lines[previous])
+            and not _UNDERLINE.fullmatch(lines[previous])
+        ):
+            found.append((previous, 0 if line[0] == "=" else 1))
+        previous = i
+    return found
+
+
+def document_headings(
+    text: str, lines: Sequence[str], errors: Sequence[int], signals: Callable[[str], int]
+) -> list[tuple[int, int]] | None:
+    """A document's headings, or None when the text is not a document: fewer than
+    MIN_DEFINITIONS headings or more than MAX_DENSITY per line (a shell history of `# cmd`
+    prompts), an error line (`errors`: the indices the caller's scoring calls errors) outside
+    its fenced examples, or more than SIGNAL_SHARE of a sample of the lines outside them
+    starting like a log's signals. A log with a few `# step` lines keeps every error it would
+    keep."""
+    if len(_HEADING_HINT.findall("\n" + text)) < MIN_DEFINITIONS:
+        return None
+    outside = _outside_fences(lines)
+    if errors and set(errors).intersection(outside):
+        return None
+    found = headings(lines, outside)
+    nonblank = sum(1 for line in lines if line.strip())
+    if not MIN_DEFINITIONS <= len(found) <= MAX_DENSITY * nonblank:
+        return None
+    every = [lines[i] for i in outside[:: max(1, len(outside) // SAMPLE)]]
+    sample = [line for line in every if line.strip()]
+    return None if signals("\n".join(sample)) > SIGNAL_SHARE * len(sample) else found
 
 
 def definitions(lines: Sequence[str]) -> list[tuple[int, int]]:
