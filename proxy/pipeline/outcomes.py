@@ -4,7 +4,8 @@ The lines a model must still see of a command it ran earlier: test-run summaries
 verdicts ("outcomes"), a package manager's or VCS's closing line ("successes"), error lines with
 where they happened ("errors", "locations"), the exception closing a Python traceback, and a
 closing status line. The toolchains covered are named by the shapes their messages share (pytest,
-pip, npm, gcc/make, Go, Rust, Jest, Mocha, Maven, Gradle, MSBuild, tsc, ESLint, Terraform,
+pip, npm, gcc/make, Go, Rust, Jest, Mocha, Maven, Gradle, MSBuild, tsc, ESLint, Python's
+linters (flake8, ruff, pylint), Terraform,
 Docker, git, Valgrind, unittest, CTest, RSpec and minitest, the sanitizers, CMake, Ninja, apt),
 never by the content of any particular run.
 
@@ -37,6 +38,10 @@ _ERROR_START = re.compile(
     r"|\S*\.go:\d+:\d+: \S"  # go build, go vet: file.go:12:5: message
     r"|● (?!Console$)\S|(?:Expected|Received)(?: \w+)?: +\S"  # Jest: a failing test, its values
     r"|\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
+    # A linter's diagnostic with its rule code (flake8, ruff, pycodestyle, pylint):
+    # src/app.py:3:1: F401 `os` imported but unused
+    # (a path holds a letter or a dot: `09:12:33: A1234` is a time)
+    r"|(?:[A-Za-z]:)?[^\s:]*[A-Za-z_./][^\s:]*:\d+:\d+: [A-Z]{1,4}\d{2,4}\b"
     r"|e: \S|Execution failed for \S"  # Kotlin's compiler, Gradle
     r"|CONFLICT \([^)]*\): \S|Automatic merge failed\b"  # git merge, rebase, cherry-pick
     r"|FAIL: \S"  # unittest, Django: FAIL: test_add (tests.test_calc.CalcTests.test_add)
@@ -152,6 +157,7 @@ _ANYWHERE_FACT = re.compile(
     r"|ssertion (?:failed|`)|Failed (?:to |asserting)|Connection refused|Connection timed out"
     r"|Could not resolve host|Name or service not known|Temporary failure in name"
     r"|Network is unreachable|No route to host|ERR_PNPM_|ELIFECYCLE"
+    r"|:\d+: [A-Z]{1,4}\d{2,4}\b"  # a linter's rule code after the location's column
 )
 # The start of the line that ends a traceback: not blank, not indented, not an omission marker.
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")

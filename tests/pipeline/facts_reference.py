@@ -8,7 +8,8 @@ and the locations on the line after an error (_LOCATION); BuildKit's `#12 ` is n
 a tool result's JSON failures (proxy.pipeline.json_outcomes) are error lines after its own;
 Valgrind's Memcheck errors and ERROR SUMMARY, read after its `==PID==` line prefix; unittest's,
 CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions; CMake's and
-Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and network errors.
+Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and network errors;
+linters' diagnostics with a rule code.
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ _ERROR = re.compile(
     r"|\[(?:ERROR|FATAL|CRITICAL)\] *\S"  # bracketed log levels (Maven, many loggers)
     r"|\berror [A-Z]{1,4}\d+ ?:"  # error TS2322:, error CS0103:, error C2065:, error MSB3073:
     r"|^\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
+    # A linter's rule code (flake8, ruff, pylint) after a path (a letter or a dot: not a time).
+    r"|^(?:[A-Za-z]:)?[^\s:]*[A-Za-z_./][^\s:]*:\d+:\d+: [A-Z]{1,4}\d{2,4}\b"
     r"|^e: \S|^Execution failed for \S"  # Kotlin compiler, Gradle
     r"|^CONFLICT \([^)]*\): \S|^Automatic merge failed\b"  # git merge, rebase, cherry-pick
     r"|^FAIL: \S"  # unittest, Django

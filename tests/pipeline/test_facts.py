@@ -256,6 +256,22 @@ TOOLCHAIN_FACTS = [
         "✖ 3 problems (1 error, 2 warnings)",
         True,
     ),
+    # Python's linters: a diagnostic's rule code (flake8, ruff --output-format concise, pylint)
+    (
+        "src/app.py:1:8: F401 [*] `os` imported but unused\nFound 1 error.\n",
+        "src/app.py:1:8: F401 [*] `os` imported but unused",
+        False,
+    ),
+    (
+        "./src/app.py:9:1: E302 expected 2 blank lines, found 1\n",
+        "./src/app.py:9:1: E302 expected 2 blank lines, found 1",
+        True,
+    ),
+    (
+        "************* Module app\napp.py:1:0: C0114: Missing module docstring\n",
+        "app.py:1:0: C0114: Missing module docstring",
+        True,
+    ),
     # git, docker (BuildKit's `#12 ` step prefix is not a comment)
     (
         "CONFLICT (content): Merge conflict in src/a.py\nerror: could not apply 1a2b3c4... fix\n"
@@ -415,6 +431,7 @@ def test_other_toolchains_lines_are_facts(output: str, fact: str, verdict: bool)
         "==4242== definitely lost: 0 bytes in 0 blocks\n==4242== All heap blocks were freed\n",
         "WARNING: cache is cold, first build will be slow\nOK (cached)\n",
         "1 - Introduction (draft)\n2 - Setup\n",  # a numbered list, not CTest's
+        "09:12:33: A1234 boarded at gate 4\nsrc/a.py:12: TODO1 later\n",  # no path:line:col
     ],
 )
 def test_lookalikes_of_those_lines_are_not(output: str) -> None:
