@@ -65,6 +65,9 @@ _ERROR = re.compile(
     r"|Name or service not known|Temporary failure in name resolution|Network is unreachable"
     r"|No route to host)\b"
     r"|\bERR_PNPM_\w|\bELIFECYCLE\b"  # pnpm, npm
+    # A failed state in a status table: kubectl get pods / nodes, docker ps.
+    r"|\b\w*BackOff\b|\bCrashLoop|\bErrImagePull\b|\bOOMKilled\b|\bEvicted\b|\bNotReady\b"
+    r"|\bExited \([1-9]\d*\)"
 )
 _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
@@ -158,6 +161,7 @@ _ANYWHERE_FACT = re.compile(
     r"|Could not resolve host|Name or service not known|Temporary failure in name"
     r"|Network is unreachable|No route to host|ERR_PNPM_|ELIFECYCLE"
     r"|:\d+: [A-Z]{1,4}\d{2,4}\b"  # a linter's rule code after the location's column
+    r"|BackOff|CrashLoop|ErrImagePull|OOMKilled|Evicted|NotReady|Exited \([1-9]"
 )
 # The start of the line that ends a traceback: not blank, not indented, not an omission marker.
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")

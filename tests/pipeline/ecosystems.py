@@ -24,7 +24,10 @@ from tests.pipeline.ecosystems_native import (
     asan,
     cmake,
     ctest,
+    docker_ps,
+    kubectl_table,
     rspec,
+    ruff_check,
     unittest,
     valgrind,
 )
@@ -401,6 +404,9 @@ GENERATORS: tuple[Callable[[random.Random], Log], ...] = (
     apt_install,
     kubectl_pods,
     gh_runs,
+    kubectl_table,
+    docker_ps,
+    ruff_check,
 )
 
 

@@ -302,3 +302,42 @@ def apt_install(rng: random.Random) -> Log:
         "\n".join(lines),
         (f"0 upgraded, {len(packages)} newly installed, 0 to remove and 12 not upgraded.",),
     )
+
+
+def kubectl_table(rng: random.Random) -> Log:
+    """`kubectl get pods`: one pod of hundreds is crash-looping (the table, not `-o json`)."""
+    rows = ["NAME                                 READY   STATUS             RESTARTS       AGE"]
+    for i in range(rng.randint(150, 260)):
+        name = f"{_words(rng, 1)}-{rng.randint(10000, 99999)}-{i}"
+        rows.append(f"{name:<36} 1/1     Running            0              {rng.randint(1, 60)}d")
+    bad = f"billing-api-{rng.randint(10000, 99999)}-x2x9z"
+    at = rng.randint(len(rows) // 4, len(rows) * 3 // 4)
+    rows.insert(at, f"{bad:<36} 0/1     CrashLoopBackOff   14 (3m ago)    2d")
+    return Log("kubectl table", "\n".join(rows), (bad, "CrashLoopBackOff"))
+
+
+def docker_ps(rng: random.Random) -> Log:
+    """`docker ps -a`: one container of hundreds was killed (137); others exited cleanly."""
+    rows = ["CONTAINER ID   IMAGE              STATUS                      NAMES"]
+    for i in range(rng.randint(120, 220)):
+        state = "Exited (0) 2 days ago" if rng.random() < 0.1 else f"Up {rng.randint(2, 9)} days"
+        rows.append(f"{rng.randrange(16**12):012x}   {_words(rng, 1)}:1.{i:<8} {state:<27} app_{i}")
+    at = rng.randint(len(rows) // 4, len(rows) * 3 // 4)
+    name = f"{_words(rng, 1)}_worker_{rng.randint(10, 99)}"
+    rows.insert(
+        at, f"{rng.randrange(16**12):012x}   worker:2.4         Exited (137) 3 hours ago    {name}"
+    )
+    return Log("docker ps", "\n".join(rows), (name, "Exited (137)"))
+
+
+def ruff_check(rng: random.Random) -> Log:
+    """`ruff check --output-format concise`: every line a diagnostic, then the count."""
+    codes = ["F401", "E501", "UP006", "B008", "SIM108", "PLR0913"]
+    lines = [
+        f"src/{_words(rng, 1)}/{_words(rng, 1)}.py:{rng.randint(1, 900)}:{rng.randint(1, 80)}: "
+        f"{rng.choice(codes)} {_words(rng, 3).replace('_', ' ')} is not allowed here"
+        for _ in range(rng.randint(150, 260))
+    ]
+    verdict = f"Found {len(lines)} errors."
+    lines += [verdict, "[*] 12 fixable with the `--fix` option."]
+    return Log("ruff", "\n".join(lines), (lines[0], verdict))

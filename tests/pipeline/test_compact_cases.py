@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from proxy.pipeline.compact import Compacted, compact_text, markers
-from proxy.pipeline.compact.scoring import shape
+from proxy.pipeline.compact import Compacted, compact_text, markers, outline
+from proxy.pipeline.compact.scoring import NORMAL, score_lines, shape
 from tests.pipeline.counters import crude, tik
 from tests.pipeline.test_outline import PROGRAMS, program, readme
 
@@ -346,6 +346,49 @@ def test_a_document_is_head_tail_and_its_headings() -> None:
     assert text.startswith("\n".join(out[:head])) and text.endswith("\n".join(kept[head:]))
 
 
+def pods(failing: dict[int, str], n: int = 400) -> str:
+    rows = ["NAME                         READY   STATUS             RESTARTS      AGE"]
+    for i in range(n):
+        state = failing.get(i, "Running")
+        ready = "1/1" if state == "Running" else "0/1"
+        rows.append(f"web-{i:08x}-{i * 7 % 99991:05d}   {ready}     {state:<18} 0             {i}d")
+    return "\n".join(rows)
+
+
+def containers(exited: dict[int, int], n: int = 300) -> str:
+    rows = ["CONTAINER ID   IMAGE        STATUS                     NAMES"]
+    for i in range(n):
+        state = f"Exited ({exited[i]}) 2 hours ago" if i in exited else "Up 3 days"
+        rows.append(f"{i * 7919:012x}   app:1.{i}    {state:<26} app_{i}")
+    return "\n".join(rows)
+
+
+@pytest.mark.parametrize(
+    ("text", "failed"),
+    [
+        (
+            pods({173: "CrashLoopBackOff", 251: "ImagePullBackOff", 302: "Evicted"}),
+            ["CrashLoopBackOff", "ImagePullBackOff", "Evicted"],
+        ),
+        (pods({90: "OOMKilled", 200: "ErrImagePull"}), ["OOMKilled", "ErrImagePull"]),
+        (containers({120: 137, 199: 1}), ["Exited (137)", "Exited (1)"]),
+    ],
+)
+def test_a_status_tables_failed_rows_are_kept(text: str, failed: list[str]) -> None:
+    """One crash-looping pod among hundreds running is what `kubectl get pods` was run for."""
+    r = compact_text(text, 409, tik)
+    assert r is not None and r.tokens_after <= 409
+    for state in failed:
+        row = next(line for line in text.split("\n") if state in line)
+        assert row in r.text.split("\n")
+
+
+def test_a_container_that_exited_cleanly_is_no_failure() -> None:
+    rows = containers({5: 0, 6: 137}, n=10).split("\n")
+    scores = score_lines(rows)
+    assert scores[6] == NORMAL and scores[7] > NORMAL  # the header is row 0
+
+
 def diff(files: int = 30, hunks: int = 3) -> str:
     out = []
     for f in range(files):
@@ -422,6 +465,16 @@ def test_search_results_list_the_first_match_of_each_file_they_hide() -> None:
 def test_diagnostics_and_dated_logs_are_not_search_results(lines: list[str]) -> None:
     r = compact_text("\n".join(lines), 409, tik)
     assert r is not None and "first matches" not in r.text
+
+
+def test_grep_context_lines_are_search_results_and_dashed_names_are_not() -> None:
+    context = []
+    for f in range(20):
+        context += [f"src/m_{f}.py-{k}-    pass" for k in (10, 11)]
+        context += [f"src/m_{f}.py:12:    raise ValueError('bad')", f"src/m_{f}.py-13-", "--"]
+    assert outline.match_files(context) is not None  # grep -rn -B2 -A1
+    rows = [f"web-{i:05d}-x2x9z   1/1   Running   0   3d" for i in range(200)]
+    assert outline.match_files(rows) is None  # `kubectl get pods`: `name-12345-...`, no match
 
 
 def test_a_log_quoting_source_gets_no_outline() -> None:

@@ -272,6 +272,28 @@ TOOLCHAIN_FACTS = [
         "app.py:1:0: C0114: Missing module docstring",
         True,
     ),
+    # A failed state in a status table: kubectl get pods / nodes, docker ps
+    (
+        "NAME      READY   STATUS             RESTARTS   AGE\n"
+        "api-1     1/1     Running            0          3d\n"
+        "web-2     0/1     CrashLoopBackOff   12         40m\n"
+        "db-3      1/1     Running            0          3d\n",
+        "web-2 0/1 CrashLoopBackOff 12 40m",
+        True,
+    ),
+    (
+        "NAME     STATUS     ROLES    AGE   VERSION\nnode-a   Ready      <none>   9d    v1.31.2\n"
+        "node-b   NotReady   <none>   9d    v1.31.2\nnode-c   Ready      <none>   9d    v1.31.2\n",
+        "node-b NotReady <none> 9d v1.31.2",
+        True,
+    ),
+    (
+        "CONTAINER ID   STATUS                     NAMES\n"
+        "3f2a9c1b7d10   Exited (137) 2 hours ago   app_1\n"
+        "9e8d7c6b5a40   Up 3 days                  app_2\n",
+        "3f2a9c1b7d10 Exited (137) 2 hours ago app_1",
+        True,
+    ),
     # git, docker (BuildKit's `#12 ` step prefix is not a comment)
     (
         "CONFLICT (content): Merge conflict in src/a.py\nerror: could not apply 1a2b3c4... fix\n"
@@ -432,6 +454,7 @@ def test_other_toolchains_lines_are_facts(output: str, fact: str, verdict: bool)
         "WARNING: cache is cold, first build will be slow\nOK (cached)\n",
         "1 - Introduction (draft)\n2 - Setup\n",  # a numbered list, not CTest's
         "09:12:33: A1234 boarded at gate 4\nsrc/a.py:12: TODO1 later\n",  # no path:line:col
+        "3f2a9c1b7d10   Exited (0) 2 hours ago   app_1\nretries use an exponential backoff\n",
     ],
 )
 def test_lookalikes_of_those_lines_are_not(output: str) -> None:

@@ -265,13 +265,14 @@ _DIAGNOSTIC = re.compile(
     r"[^\s:][^:\n]*?:\d+:(?:\d+:)? ?(?:fatal error|error|warning|note|[A-Z]{1,3}\d{2,4})\b"
 )
 DIAGNOSTIC_SHARE = 0.2
+HIT_SHARE = 0.1  # of the matched lines, at least, matches rather than context (grep -C 4: 1/9)
 
 
 def match_files(lines: Sequence[str]) -> list[str | None] | None:
     """Each line's file for `grep -n`-style search results (None for a `--` separator or a line
     that names none), or None when the text is not search results."""
     files: list[str | None] = []
-    matched = nonblank = diagnostics = 0
+    matched = nonblank = diagnostics = hits = 0
     for line in lines:
         if not line.strip():
             files.append(None)
@@ -280,8 +281,11 @@ def match_files(lines: Sequence[str]) -> list[str | None] | None:
         m = _MATCH.match(line)
         files.append(m.group(1) if m else None)
         matched += m is not None or line == "--"
+        hits += m is not None and m.group(0).endswith(":")
         diagnostics += m is not None and _DIAGNOSTIC.match(line) is not None
-    if nonblank < MIN_DEFINITIONS or matched < MATCH_SHARE * nonblank:
+    # Context lines (`path-12-`) come around matches (`path:12:`): a table whose every row
+    # starts `name-12345-...` (kubectl's pods) holds no match.
+    if nonblank < MIN_DEFINITIONS or matched < MATCH_SHARE * nonblank or hits < HIT_SHARE * matched:
         return None
     return None if diagnostics > DIAGNOSTIC_SHARE * nonblank else files
 

@@ -205,6 +205,27 @@ _RULES = (
         ),
         MEDIUM,
     ),
+    # A row of a status table whose state is a failure: `kubectl get pods` (CrashLoopBackOff,
+    # ImagePullBackOff, ErrImagePull, OOMKilled, Evicted), `kubectl get nodes` (NotReady),
+    # `docker ps` (Exited with a non-zero code, unhealthy). One such row among hundreds of
+    # Running ones is what the listing was run for.
+    _Rule(
+        (
+            "backoff",
+            "crashloop",
+            "errimagepull",
+            "oomkilled",
+            "evicted",
+            "notready",
+            "unhealthy",
+            "exited (",
+        ),
+        re.compile(
+            r"backoff\b|crashloop|errimagepull|oomkilled|\bevicted\b|\bnotready\b|\bunhealthy\b"
+            r"|\bexited \((?!0\))\d+\)"
+        ),
+        MEDIUM,
+    ),
     _Rule(("shrink-proxy", " more times"), MARKER_RE, MARKER),
 )
 _TRACEBACK = "traceback (most recent call last):"
