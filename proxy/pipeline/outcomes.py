@@ -68,6 +68,10 @@ _ERROR = re.compile(
     # A failed state in a status table: kubectl get pods / nodes, docker ps.
     r"|\b\w*BackOff\b|\bCrashLoop|\bErrImagePull\b|\bOOMKilled\b|\bEvicted\b|\bNotReady\b"
     r"|\bExited \([1-9]\d*\)"
+    # An application log's error level, a word of its own after a timestamp or a logger name,
+    # or a JSON log line's level.
+    r"|(?:^|[\s\[|(])(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC)[\s:\]|)]+\S"
+    r"|\"(?:level|severity|lvl)\"\s*:\s*\"(?i:error|fatal|critical|panic)\""
 )
 _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
@@ -162,6 +166,7 @@ _ANYWHERE_FACT = re.compile(
     r"|Network is unreachable|No route to host|ERR_PNPM_|ELIFECYCLE"
     r"|:\d+: [A-Z]{1,4}\d{2,4}\b"  # a linter's rule code after the location's column
     r"|BackOff|CrashLoop|ErrImagePull|OOMKilled|Evicted|NotReady|Exited \([1-9]"
+    r"|FATAL|CRITICAL|SEVERE|PANIC|\"level\"|\"severity\"|\"lvl\""
 )
 # The start of the line that ends a traceback: not blank, not indented, not an omission marker.
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")

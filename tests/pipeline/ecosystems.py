@@ -28,6 +28,7 @@ from tests.pipeline.ecosystems_native import (
     kubectl_table,
     rspec,
     ruff_check,
+    service_log,
     unittest,
     valgrind,
 )
@@ -407,6 +408,7 @@ GENERATORS: tuple[Callable[[random.Random], Log], ...] = (
     kubectl_table,
     docker_ps,
     ruff_check,
+    service_log,
 )
 
 

@@ -341,3 +341,34 @@ def ruff_check(rng: random.Random) -> Log:
     verdict = f"Found {len(lines)} errors."
     lines += [verdict, "[*] 12 fixable with the `--fix` option."]
     return Log("ruff", "\n".join(lines), (lines[0], verdict))
+
+
+def service_log(rng: random.Random) -> Log:
+    """A service's own log (Python's logging, `logger.exception`): INFO chatter and distinct
+    WARN lines that say "failed" and "timed out" too, around one ERROR and its traceback."""
+
+    def stamp(i: int) -> str:
+        return f"2026-11-30 09:{i // 60 % 60:02d}:{i % 60:02d},{rng.randint(100, 999)}"
+
+    lines = [
+        f"{stamp(i)} INFO app.sync: tenant {rng.randint(1, 400)} synced {rng.randint(1, 900)} rows"
+        for i in range(rng.randint(400, 700))
+    ]
+    for k in range(rng.randint(12, 20)):
+        i = rng.randrange(len(lines))
+        words = " ".join(_words(rng, 1) for _ in range(k % 6 + 1))
+        lines[i] = f"{stamp(i)} WARN app.sync: {words} retry failed after timed out call #{k}"
+    tenant = rng.randint(1, 400)
+    error = f"{stamp(0)} ERROR app.sync: sync of tenant {tenant} failed"
+    exception = f"ConnectionError: db-primary:5432 refused the connection (tenant {tenant})"
+    at = rng.randint(len(lines) // 4, len(lines) * 3 // 4)
+    lines[at:at] = [
+        error,
+        "Traceback (most recent call last):",
+        '  File "/srv/app/sync.py", line 88, in run',
+        "    rows = fetch(tenant)",
+        '  File "/srv/app/db.py", line 31, in fetch',
+        "    raise ConnectionError(f'db-primary:5432 refused the connection (tenant {tenant})')",
+        exception,
+    ]
+    return Log("service log", "\n".join(lines), (error, exception))

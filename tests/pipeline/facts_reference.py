@@ -9,7 +9,8 @@ a tool result's JSON failures (proxy.pipeline.json_outcomes) are error lines aft
 Valgrind's Memcheck errors and ERROR SUMMARY, read after its `==PID==` line prefix; unittest's,
 CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions; CMake's and
 Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and network errors;
-linters' diagnostics with a rule code; failed states in kubectl's and docker's tables.
+linters' diagnostics with a rule code; failed states in kubectl's and docker's tables; an
+application log's error level.
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ _ERROR = re.compile(
     # A failed state in a status table: kubectl get pods / nodes, docker ps.
     r"|\b\w*BackOff\b|\bCrashLoop|\bErrImagePull\b|\bOOMKilled\b|\bEvicted\b|\bNotReady\b"
     r"|\bExited \([1-9]\d*\)"
+    # An application log's error level, a word of its own, or a JSON log line's level.
+    r"|(?:^|[\s\[|(])(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC)[\s:\]|)]+\S"
+    r"|\"(?:level|severity|lvl)\"\s*:\s*\"(?i:error|fatal|critical|panic)\""
     r"|\b(?:assertion failed|Assertion `[^\n]*' failed)"  # test macros; glibc's assert()
     # Valgrind's Memcheck (after its `==PID==` prefix), and a leak summary that found a leak.
     r"|^(?:Invalid (?:read|write) of size \d|Invalid (?:free|realloc)\(\)"

@@ -467,6 +467,18 @@ def test_diagnostics_and_dated_logs_are_not_search_results(lines: list[str]) -> 
     assert r is not None and "first matches" not in r.text
 
 
+def test_an_application_logs_error_outranks_its_warnings() -> None:
+    """The ERROR line among hundreds of INFO lines and dozens of distinct WARN lines (which
+    hold words like "timed out" and "failed" too) is the one to keep."""
+    stamp = "2026-11-30 09:12:57,310"
+    lines = [f"{stamp} INFO app: batch {i} ok" for i in range(1500)]
+    for k, i in enumerate(range(100, 1500, 35)):
+        lines[i] = f"{stamp} WARN app: retry failed, {' '.join(['timed out'] * (k + 1))}"
+    lines[777] = f"{stamp} ERROR app: lost the db connection"
+    r = compact_text("\n".join(lines), 409, tik)
+    assert r is not None and lines[777] in r.text.split("\n")
+
+
 def test_grep_context_lines_are_search_results_and_dashed_names_are_not() -> None:
     context = []
     for f in range(20):

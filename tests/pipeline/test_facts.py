@@ -294,6 +294,27 @@ TOOLCHAIN_FACTS = [
         "3f2a9c1b7d10 Exited (137) 2 hours ago app_1",
         True,
     ),
+    # An application log's error level (Python's logging, logback, a JSON logger)
+    (
+        "2026-11-30 09:12:01,120 INFO app.worker: batch 7 done\n"
+        "2026-11-30 09:12:02,310 ERROR app.worker: lost the db connection\n"
+        "2026-11-30 09:12:03,005 INFO app.worker: batch 8 done\n",
+        "2026-11-30 09:12:02,310 ERROR app.worker: lost the db connection",
+        True,
+    ),
+    (
+        "09:12:02.310 [main] INFO  c.a.Worker - batch 7 done\n"
+        "09:12:02.311 [main] FATAL c.a.Worker - out of file handles\n"
+        "09:12:02.312 [main] INFO  c.a.Worker - shutting down\n",
+        "09:12:02.311 [main] FATAL c.a.Worker - out of file handles",
+        True,
+    ),
+    (
+        '{"level":"info","msg":"batch 7 done"}\n{"level":"error","msg":"lost the db"}\n'
+        '{"level":"info","msg":"batch 8 done"}\n',
+        '{"level":"error","msg":"lost the db"}',
+        True,
+    ),
     # git, docker (BuildKit's `#12 ` step prefix is not a comment)
     (
         "CONFLICT (content): Merge conflict in src/a.py\nerror: could not apply 1a2b3c4... fix\n"
@@ -455,6 +476,8 @@ def test_other_toolchains_lines_are_facts(output: str, fact: str, verdict: bool)
         "1 - Introduction (draft)\n2 - Setup\n",  # a numbered list, not CTest's
         "09:12:33: A1234 boarded at gate 4\nsrc/a.py:12: TODO1 later\n",  # no path:line:col
         "3f2a9c1b7d10   Exited (0) 2 hours ago   app_1\nretries use an exponential backoff\n",
+        # a config and a JSON line whose level is not an error
+        'LOG_LEVEL=ERROR\n{"level":"info","msg":"no error seen"}\nset the level to FATAL\n',
     ],
 )
 def test_lookalikes_of_those_lines_are_not(output: str) -> None:

@@ -93,12 +93,14 @@ _GROUP_SCORES = {
 class _Rule:
     """A rule found anywhere in a line: only lines holding one of its (lowercase) trigger
     literals are tested, because `str.find` is far cheaper than an unanchored regex scan.
-    `requires` are literals every match contains: a line without them skips the regex."""
+    `requires` are literals every match contains: a line without them skips the regex.
+    `cased`: the pattern reads the line as it is (a log level is ERROR, not "error")."""
 
     triggers: tuple[str, ...]
-    pattern: re.Pattern[str]  # searched in the lowercased line
+    pattern: re.Pattern[str]  # searched in the lowercased line, unless cased
     score: int
     requires: tuple[str, ...] = ()
+    cased: bool = False
 
 
 _RULES = (
@@ -204,6 +206,18 @@ _RULES = (
             r"mismatch|killed)\b"
         ),
         MEDIUM,
+    ),
+    # An application log's error: the level as its own word after a timestamp, a thread or a
+    # logger name (Python's logging, logback/log4j, Go's and Rust's loggers, syslog), or in a
+    # JSON line. Its WARN and INFO neighbours are only words.
+    _Rule(
+        ("error", "fatal", "critical", "severe", "panic"),
+        re.compile(
+            r"(?:^|[\s\[|(])(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC)[\s:\]|)]+\S"
+            r"|\"(?:level|severity|lvl)\"\s*:\s*\"(?i:error|fatal|critical|panic)\""
+        ),
+        STRONG,
+        cased=True,
     ),
     # A row of a status table whose state is a failure: `kubectl get pods` (CrashLoopBackOff,
     # ImagePullBackOff, ErrImagePull, OOMKilled, Evicted), `kubectl get nodes` (NotReady),
@@ -373,7 +387,7 @@ def score_lines(lines: Sequence[str]) -> list[int]:
             if scores[i] >= score:
                 continue
             line = low_lines[i]
-            if all(r in line for r in requires) and search(line):
+            if all(r in line for r in requires) and search(lines[i] if rule.cased else line):
                 scores[i] = score
     for i, s in enumerate(scores):
         if s > MEDIUM and lines[i].startswith("E "):
