@@ -72,6 +72,7 @@ _ERROR = re.compile(
     # or a JSON log line's level.
     r"|(?:^|[\s\[|(])(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC)[\s:\]|)]+\S"
     r"|\"(?:level|severity|lvl)\"\s*:\s*\"(?i:error|fatal|critical|panic)\""
+    r"|##\[error\]\S|::error(?: [^:\n]*)?::\S"  # GitHub Actions' error annotations
 )
 _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"

@@ -10,7 +10,7 @@ Valgrind's Memcheck errors and ERROR SUMMARY, read after its `==PID==` line pref
 CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions; CMake's and
 Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and network errors;
 linters' diagnostics with a rule code; failed states in kubectl's and docker's tables; an
-application log's error level.
+application log's error level; GitHub Actions' error annotations.
 """
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ _ERROR = re.compile(
     # An application log's error level, a word of its own, or a JSON log line's level.
     r"|(?:^|[\s\[|(])(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC)[\s:\]|)]+\S"
     r"|\"(?:level|severity|lvl)\"\s*:\s*\"(?i:error|fatal|critical|panic)\""
+    r"|##\[error\]\S|::error(?: [^:\n]*)?::\S"  # GitHub Actions' error annotations
     r"|\b(?:assertion failed|Assertion `[^\n]*' failed)"  # test macros; glibc's assert()
     # Valgrind's Memcheck (after its `==PID==` prefix), and a leak summary that found a leak.
     r"|^(?:Invalid (?:read|write) of size \d|Invalid (?:free|realloc)\(\)"

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from proxy.pipeline.compact import Compacted, compact_text, markers, outline
-from proxy.pipeline.compact.scoring import NORMAL, score_lines, shape
+from proxy.pipeline.compact.scoring import NORMAL, STRONG, score_lines, shape
 from tests.pipeline.counters import crude, tik
 from tests.pipeline.test_outline import PROGRAMS, program, readme
 
@@ -477,6 +477,18 @@ def test_an_application_logs_error_outranks_its_warnings() -> None:
     lines[777] = f"{stamp} ERROR app: lost the db connection"
     r = compact_text("\n".join(lines), 409, tik)
     assert r is not None and lines[777] in r.text.split("\n")
+
+
+def test_ci_annotations_and_log_levels_score_as_errors() -> None:
+    lines = [
+        "test\tRun pytest\t2026-11-30T09:13:01.12Z ::error file=src/a.py,line=12::Type mismatch",
+        "build\tCompile\t2026-11-30T09:13:01.12Z ##[error]Process completed with exit code 2.",
+        "09:12:02.311 [main] FATAL c.a.Worker - out of file handles",
+        '{"ts":"09:12:02","level":"error","msg":"lost the db"}',
+        "LOG_LEVEL=ERROR",  # a setting, and
+        "  Runs without error: the level is ERROR",  # prose: words, not levels
+    ]
+    assert [s >= STRONG for s in score_lines(lines)] == [True] * 4 + [False] * 2
 
 
 def test_grep_context_lines_are_search_results_and_dashed_names_are_not() -> None:

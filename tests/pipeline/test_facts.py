@@ -315,6 +315,19 @@ TOOLCHAIN_FACTS = [
         '{"level":"error","msg":"lost the db"}',
         True,
     ),
+    # GitHub Actions' annotations, behind `gh run view --log-failed`'s job, step and time
+    (
+        "test\tRun pytest\t2026-11-30T09:13:01.12Z ::error file=src/a.py,line=12::Type mismatch\n"
+        "test\tRun pytest\t2026-11-30T09:13:01.13Z tests/test_b.py::test_c PASSED\n",
+        "test Run pytest 2026-11-30T09:13:01.12Z ::error file=src/a.py,line=12::Type mismatch",
+        True,
+    ),
+    (
+        "build\tCompile\t2026-11-30T09:13:01.12Z ##[error]Process completed with exit code 2.\n"
+        "build\tPost\t2026-11-30T09:13:02.00Z Cleaning up orphan processes\n",
+        "build Compile 2026-11-30T09:13:01.12Z ##[error]Process completed with exit code 2.",
+        True,
+    ),
     # git, docker (BuildKit's `#12 ` step prefix is not a comment)
     (
         "CONFLICT (content): Merge conflict in src/a.py\nerror: could not apply 1a2b3c4... fix\n"

@@ -219,6 +219,9 @@ _RULES = (
         STRONG,
         cased=True,
     ),
+    # GitHub Actions' error annotations (`gh run view --log-failed`): `##[error]` and the
+    # `::error file=...::` workflow command, behind the job, step and timestamp columns.
+    _Rule(("##[error]", "::error"), re.compile(r"##\[error\]|::error\b"), STRONG),
     # A row of a status table whose state is a failure: `kubectl get pods` (CrashLoopBackOff,
     # ImagePullBackOff, ErrImagePull, OOMKilled, Evicted), `kubectl get nodes` (NotReady),
     # `docker ps` (Exited with a non-zero code, unhealthy). One such row among hundreds of
