@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 
+from proxy.pipeline.compact.scoring import ERRNO_MESSAGES
+
 # Memcheck's error kinds (Valgrind manual, "Explanation of error messages from Memcheck"), read
 # after Valgrind's `==PID==` line prefix (_bare).
 _MEMCHECK = (
@@ -73,6 +75,8 @@ _ERROR = re.compile(
     r"|(?:^|[\s\[|(])(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC)[\s:\]|)]+\S"
     r"|\"(?:level|severity|lvl)\"\s*:\s*\"(?i:error|fatal|critical|panic)\""
     r"|##\[error\]\S|::error(?: [^:\n]*)?::\S"  # GitHub Actions' error annotations
+    # A failed system call's message (strerror), in any case: Go and Node print it lowercase.
+    r"|\b(?i:" + "|".join(map(re.escape, ERRNO_MESSAGES)) + r")\b"
 )
 _OUTCOME = re.compile(
     r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
@@ -168,6 +172,8 @@ _ANYWHERE_FACT = re.compile(
     r"|:\d+: [A-Z]{1,4}\d{2,4}\b"  # a linter's rule code after the location's column
     r"|BackOff|CrashLoop|ErrImagePull|OOMKilled|Evicted|NotReady|Exited \([1-9]"
     r"|FATAL|CRITICAL|SEVERE|PANIC|\"level\"|\"severity\"|\"lvl\""
+    # strerror's messages without their first letter, whose case varies
+    r"|" + "|".join(re.escape(m[1:]) for m in ERRNO_MESSAGES)
 )
 # The start of the line that ends a traceback: not blank, not indented, not an omission marker.
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")

@@ -10,7 +10,8 @@ Valgrind's Memcheck errors and ERROR SUMMARY, read after its `==PID==` line pref
 CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions; CMake's and
 Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and network errors;
 linters' diagnostics with a rule code; failed states in kubectl's and docker's tables; an
-application log's error level; GitHub Actions' error annotations.
+application log's error level; GitHub Actions' error annotations; strerror's messages in any
+case.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from proxy.pipeline.compact.scoring import ERRNO_MESSAGES
 from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.types import Message
 
@@ -110,6 +112,8 @@ _ERROR = re.compile(
     r"|(?:^|[\s\[|(])(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC)[\s:\]|)]+\S"
     r"|\"(?:level|severity|lvl)\"\s*:\s*\"(?i:error|fatal|critical|panic)\""
     r"|##\[error\]\S|::error(?: [^:\n]*)?::\S"  # GitHub Actions' error annotations
+    # A failed system call's message (strerror), in any case: Go and Node print it lowercase.
+    r"|\b(?i:" + "|".join(map(re.escape, ERRNO_MESSAGES)) + r")\b"
     r"|\b(?:assertion failed|Assertion `[^\n]*' failed)"  # test macros; glibc's assert()
     # Valgrind's Memcheck (after its `==PID==` prefix), and a leak summary that found a leak.
     r"|^(?:Invalid (?:read|write) of size \d|Invalid (?:free|realloc)\(\)"

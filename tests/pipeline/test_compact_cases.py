@@ -479,8 +479,9 @@ def test_an_application_logs_error_outranks_its_warnings() -> None:
     assert r is not None and lines[777] in r.text.split("\n")
 
 
-def test_ci_annotations_and_log_levels_score_as_errors() -> None:
+def test_ci_annotations_log_levels_and_errno_messages_score_as_errors() -> None:
     lines = [
+        "2026/11/30 09:12:03 listen tcp :8080: bind: address already in use",  # Go, no level
         "test\tRun pytest\t2026-11-30T09:13:01.12Z ::error file=src/a.py,line=12::Type mismatch",
         "build\tCompile\t2026-11-30T09:13:01.12Z ##[error]Process completed with exit code 2.",
         "09:12:02.311 [main] FATAL c.a.Worker - out of file handles",
@@ -488,7 +489,7 @@ def test_ci_annotations_and_log_levels_score_as_errors() -> None:
         "LOG_LEVEL=ERROR",  # a setting, and
         "  Runs without error: the level is ERROR",  # prose: words, not levels
     ]
-    assert [s >= STRONG for s in score_lines(lines)] == [True] * 4 + [False] * 2
+    assert [s >= STRONG for s in score_lines(lines)] == [True] * 5 + [False] * 2
 
 
 def test_grep_context_lines_are_search_results_and_dashed_names_are_not() -> None:

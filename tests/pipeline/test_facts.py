@@ -315,6 +315,18 @@ TOOLCHAIN_FACTS = [
         '{"level":"error","msg":"lost the db"}',
         True,
     ),
+    # A failed system call's message in a Go program's log (lowercase, no level, no "error")
+    (
+        "2026/11/30 09:12:02 loading /etc/api.yaml\n"
+        "2026/11/30 09:12:03 listen tcp :8080: bind: address already in use\nexit status 1\n",
+        "2026/11/30 09:12:03 listen tcp :8080: bind: address already in use",
+        True,
+    ),
+    (
+        "open config.yaml: no such file or directory\n",
+        "open config.yaml: no such file or directory",
+        True,
+    ),
     # GitHub Actions' annotations, behind `gh run view --log-failed`'s job, step and time
     (
         "test\tRun pytest\t2026-11-30T09:13:01.12Z ::error file=src/a.py,line=12::Type mismatch\n"

@@ -89,6 +89,30 @@ _GROUP_SCORES = {
 }
 
 
+# What the C library says when a system call fails (strerror), as C programs, Go (`listen tcp
+# :8080: bind: address already in use`), Python and Node print it: the cause of many a failed
+# start, however the program around it logs. Lowercase, as scoring reads lines.
+ERRNO_MESSAGES = (
+    "no such file or directory",
+    "permission denied",
+    "address already in use",
+    "connection refused",
+    "connection reset by peer",
+    "no space left on device",
+    "too many open files",
+    "out of memory",
+    "read-only file system",
+    "operation not permitted",
+    "disk quota exceeded",
+    "cannot allocate memory",
+    "network is unreachable",
+    "no route to host",
+    "connection timed out",
+    "i/o timeout",  # Go's net package
+    "deadline exceeded",  # Go's context
+)
+
+
 @dataclass(frozen=True)
 class _Rule:
     """A rule found anywhere in a line: only lines holding one of its (lowercase) trigger
@@ -157,15 +181,14 @@ _RULES = (
             "panicked at",
             "segmentation fault",
             "core dumped",
-            "no such file or directory",
             "command not found",
-            "permission denied",
             "unhandled",
             "uncaught",
+            *ERRNO_MESSAGES,
         ),
         re.compile(
-            r"panicked at|segmentation fault|core dumped|no such file or directory"
-            r"|command not found|permission denied|\bunhandled\b|\buncaught\b"
+            r"panicked at|segmentation fault|core dumped|command not found|\bunhandled\b"
+            r"|\buncaught\b|" + "|".join(map(re.escape, ERRNO_MESSAGES))
         ),
         STRONG,
     ),
@@ -228,8 +251,7 @@ _RULES = (
     # Running ones is what the listing was run for.
     _Rule(
         (
-            "backoff",
-            "crashloop",
+            "backoff",  # CrashLoopBackOff, ImagePullBackOff
             "errimagepull",
             "oomkilled",
             "evicted",
@@ -238,7 +260,7 @@ _RULES = (
             "exited (",
         ),
         re.compile(
-            r"backoff\b|crashloop|errimagepull|oomkilled|\bevicted\b|\bnotready\b|\bunhealthy\b"
+            r"backoff\b|errimagepull|oomkilled|\bevicted\b|\bnotready\b|\bunhealthy\b"
             r"|\bexited \((?!0\))\d+\)"
         ),
         MEDIUM,
