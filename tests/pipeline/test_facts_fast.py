@@ -163,6 +163,19 @@ FRAGMENTS = [
     "ls: cannot access '/x': No such file or directory",
     "Permission denied (publickey)",
     "Segmentation fault (core dumped)",
+    "listen tcp :8080: bind: address already in use",  # strerror's messages, in any case
+    "open config.yaml: No Such File Or Directory",
+    "İstanbul mirror: connection reset by peer",  # its lowercase is one character longer
+    "2026-11-30 09:12:01,120 ERROR app.worker: lost the db",  # a log level of its own
+    '{"level":"error","msg":"x"}',
+    "LOG_LEVEL=ERROR",
+    "web-1   0/1   CrashLoopBackOff   3   1m",  # status tables
+    "app_1   Exited (137) 2 hours ago",
+    "app_2   Exited (0) 2 hours ago",
+    "src/a.py:1:8: F401 `os` imported but unused",  # a linter's rule code
+    "09:12:33: A1234 boarded",
+    "##[error]Process completed with exit code 1.",  # GitHub Actions
+    "::error file=a.py,line=1::bad",
     "    1\timport os",
     "   12\traise KeyError",
     "@@ -1,3 +1,4 @@",
