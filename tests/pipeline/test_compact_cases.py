@@ -281,6 +281,14 @@ def test_long_line_among_log_lines_cannot_eat_the_budget() -> None:
     assert "ERROR: boom" in r.text and "[exit code: 1]" in r.text
 
 
+def outline_in(out: list[str], what: str) -> tuple[int, list[str], int]:
+    """Where the outline marker holding `what` starts in a compacted text's lines, the lines it
+    lists, and where its end marker is."""
+    head = next(i for i, line in enumerate(out) if what in line)
+    end = out.index(markers.outline_end())
+    return head, out[head + 1 : end], end
+
+
 def test_numbered_file_dump_is_head_and_tail_with_one_marker() -> None:
     text = "\n".join(f"{i:6d}\tvalue_{i} = compute(error_rate={i})" for i in range(1, 800))
     r = compact_text(text, 300, tik)
@@ -306,9 +314,7 @@ def test_numbered_source_dump_lists_the_definitions_it_hides() -> None:
     r = compact_text(text, 409, tik)
     assert r is not None and r.kind == "text" and r.tokens_after <= 409
     out = r.text.split("\n")
-    head = next(i for i, line in enumerate(out) if "the definitions among them" in line)
-    end = out.index(markers.outline_end())
-    listed = out[head + 1 : end]
+    head, listed, end = outline_in(out, "the definitions among them")
     assert len(listed) >= 5 and all("\tdef settle_" in line for line in listed)
     assert all(line in text.split("\n") for line in listed)  # verbatim, with their numbers
     assert out[0] == '     1\t"""Ledger arithmetic."""'
@@ -323,10 +329,9 @@ def test_unnumbered_source_is_code_not_a_log(language: str) -> None:
     r = compact_text(text, 409, tik)
     assert r is not None and r.kind == "text" and r.tokens_after <= 409
     out = r.text.split("\n")
-    head = next(i for i, line in enumerate(out) if "the definitions among them" in line)
-    listed = out[head + 1 : out.index(markers.outline_end())]
+    head, listed, end = outline_in(out, "the definitions among them")
     assert len(listed) >= 5 and all("check" in line for line in listed)
-    kept = out[:head] + out[out.index(markers.outline_end()) + 1 :]
+    kept = out[:head] + out[end + 1 :]
     assert text.startswith("\n".join(out[:head]))  # one gap: a head ...
     assert text.endswith("\n".join(kept[head:]))  # ... and a tail
     assert "omitted by shrink-proxy" not in "\n".join(kept)
@@ -339,10 +344,9 @@ def test_a_document_is_head_tail_and_its_headings() -> None:
     r = compact_text(text, 409, tik)
     assert r is not None and r.kind == "text" and r.tokens_after <= 409
     out = r.text.split("\n")
-    head = next(i for i, line in enumerate(out) if "the headings among them" in line)
-    listed = out[head + 1 : out.index(markers.outline_end())]
+    head, listed, end = outline_in(out, "the headings among them")
     assert len(listed) >= 5 and all(line.startswith("## Section ") for line in listed)
-    kept = out[:head] + out[out.index(markers.outline_end()) + 1 :]
+    kept = out[:head] + out[end + 1 :]
     assert text.startswith("\n".join(out[:head])) and text.endswith("\n".join(kept[head:]))
 
 
@@ -410,8 +414,7 @@ def test_a_diff_is_code_and_its_marker_lists_the_files_it_hides() -> None:
     r = compact_text(text, 409, tik)
     assert r is not None and r.kind == "text" and r.tokens_after <= 409
     out = r.text.split("\n")
-    head = next(i for i, line in enumerate(out) if "the file and hunk headers among them" in line)
-    listed = out[head + 1 : out.index(markers.outline_end())]
+    head, listed, _ = outline_in(out, "the file and hunk headers among them")
     assert len(listed) >= 5 and all(line.startswith("diff --git a/src/mod_") for line in listed)
     # Not read as a log: the added `log.error(...)` lines are code, not errors to keep.
     assert out[0] == "diff --git a/src/mod_0.py b/src/mod_0.py"
@@ -422,8 +425,7 @@ def test_one_files_diff_lists_its_hunks() -> None:
     r = compact_text(diff(files=1, hunks=60), 409, tik)
     assert r is not None
     out = r.text.split("\n")
-    head = next(i for i, line in enumerate(out) if "the file and hunk headers among them" in line)
-    listed = out[head + 1 : out.index(markers.outline_end())]
+    head, listed, _ = outline_in(out, "the file and hunk headers among them")
     assert len(listed) >= 5 and all(line.startswith("@@ -") for line in listed)
 
 
@@ -446,8 +448,7 @@ def test_search_results_list_the_first_match_of_each_file_they_hide() -> None:
     r = compact_text(text, 409, tik)
     assert r is not None and r.kind == "text" and r.tokens_after <= 409
     out = r.text.split("\n")
-    head = next(i for i, line in enumerate(out) if "the first matches in each file" in line)
-    listed = out[head + 1 : out.index(markers.outline_end())]
+    head, listed, _ = outline_in(out, "the first matches in each file")
     files = [line.split(":")[0] for line in listed]
     assert len(listed) >= 4 and len(set(files)) == len(files)  # one line per file
     assert all(line.split(":")[1] == "3" for line in listed)  # each file's first match
