@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from proxy.pipeline.compact import compact_text
 from proxy.pipeline.compact.runs import mask, similar
+from proxy.pipeline.compact.scoring import _AUTOMATON, _Finder
 from tests.pipeline.counters import crude, tik
 
 counters = st.sampled_from([tik, crude])
@@ -133,3 +134,19 @@ def test_similar_matches_its_definition(a: str, b: str, shared: int) -> None:
     b = a[: len(a) * shared // 3] + b  # often a long common prefix, sometimes none
     assert similar(a, b) == similar_by_definition(a, b)
     assert similar(a + b, a + "x" + b) == similar_by_definition(a + b, a + "x" + b)
+
+
+_LITERALS = sorted(_AUTOMATON.keys())
+# Pieces of trigger literals and neighbours that make them overlap, nest and straddle lines.
+_PIECES = st.sampled_from([*_LITERALS, *(t[: len(t) // 2] for t in _LITERALS), "\n", " ", "x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=80))
+def test_finder_lists_each_line_holding_a_literal_once(pieces: list[str]) -> None:
+    """The one-scan finder agrees with asking every line for every literal."""
+    low = "".join(pieces)
+    lines = low.split("\n")
+    finder = _Finder(low, lines)
+    for literal in _LITERALS:
+        assert finder.lines_with(literal) == [i for i, line in enumerate(lines) if literal in line]

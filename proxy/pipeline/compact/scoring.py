@@ -6,7 +6,8 @@ matter least. Scores are plain integers so selection can sort by them. Patterns 
 toolchains (pytest, pip, npm, gcc/clang, make, cargo, apt, git, valgrind, Python tracebacks) by
 the shapes their messages share, never by the content of any particular run. Speed matters (a
 60k-token log must score in a few ms): line-anchored rules share one combined regex scan, and the
-rules that may match anywhere in a line only test lines found by `str.find` on a trigger literal.
+rules that may match anywhere in a line only test the lines that hold one of their trigger literals,
+all of which are found in one Aho-Corasick scan.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+
+import ahocorasick
 
 from proxy.pipeline.compact.markers import MARKER_RE
 
@@ -116,7 +119,7 @@ ERRNO_MESSAGES = (
 @dataclass(frozen=True)
 class _Rule:
     """A rule found anywhere in a line: only lines holding one of its (lowercase) trigger
-    literals are tested, because `str.find` is far cheaper than an unanchored regex scan.
+    literals are tested: one scan for every literal is far cheaper than an unanchored regex.
     `requires` are literals every match contains: a line without them skips the regex.
     `cased`: the pattern reads the line as it is (a log level is ERROR, not "error")."""
 
@@ -272,55 +275,44 @@ _WORD = re.compile(r"\w+")
 _MIN_REPEATS = 3  # first + last + at least one between
 
 
-def _bases() -> dict[str, str]:
-    """For each trigger literal, the shortest other trigger it contains, if any.
-
-    The lines holding " failed" are among those holding "fail": scanning the whole text once for
-    "fail" and then testing only those lines is cheaper than a second scan of the whole text.
-    """
-    literals = {t for rule in _RULES for t in rule.triggers} | {_TRACEBACK}
-    bases = {}
-    for literal in literals:
-        inner = [t for t in literals if t != literal and t in literal]
-        if inner:
-            bases[literal] = min(inner, key=lambda t: (len(t), t))
-    return bases
+def _automaton() -> ahocorasick.Automaton:
+    """Every trigger literal in one Aho-Corasick automaton: the text is scanned once for all of
+    them (bench/pipeline_cost: ~4x faster than one `str.find` pass per literal, which was two
+    thirds of scoring a long log)."""
+    automaton = ahocorasick.Automaton()
+    for literal in {t for rule in _RULES for t in rule.triggers} | {_TRACEBACK}:
+        automaton.add_word(literal, literal)
+    automaton.make_automaton()
+    return automaton
 
 
-_BASES = _bases()
+_AUTOMATON = _automaton()
 
 
 class _Finder:
-    """Which lines hold a literal, each literal looked up once per text."""
+    """Which lines hold each trigger literal, from one scan of the lowercased text."""
 
     def __init__(self, low: str, low_lines: list[str]) -> None:
-        self.low = low
-        self.low_lines = low_lines
-        self.starts = list(accumulate((len(line) + 1 for line in low_lines), initial=0))
-        self._found: dict[str, list[int]] = {}
+        self.starts = starts = list(accumulate((len(line) + 1 for line in low_lines), initial=0))
+        found: dict[str, list[int]] = {}
+        # No literal holds a newline, so a match lies within one line: the line of its last
+        # character. Lines come in order; a literal seen twice on a line is listed once.
+        line, next_start = 0, starts[1]  # `low_lines` holds at least one line
+        for end, literal in _AUTOMATON.iter(low):
+            if end >= next_start:
+                line = bisect_right(starts, end) - 1
+                next_start = starts[line + 1]
+            hits = found.get(literal)
+            if hits is None:
+                found[literal] = [line]
+            elif hits[-1] != line:
+                hits.append(line)
+        self._found = found
 
     def lines_with(self, literal: str) -> list[int]:
-        """Indices of the lines whose lowercased text contains `literal`, in order, each once."""
-        found = self._found.get(literal)
-        if found is not None:
-            return found
-        base = _BASES.get(literal)
-        low_lines = self.low_lines
-        if base is not None:
-            found = [i for i in self.lines_with(base) if literal in low_lines[i]]
-        else:
-            found = []
-            low, starts = self.low, self.starts
-            last = len(low_lines) - 1
-            pos = low.find(literal)
-            while pos >= 0:
-                i = bisect_right(starts, pos) - 1
-                found.append(i)
-                if i >= last:
-                    break
-                pos = low.find(literal, starts[i + 1])
-        self._found[literal] = found
-        return found
+        """Indices of the lines whose lowercased text contains `literal`, in order, each once.
+        `literal` must be one of the rules' triggers (or the traceback header)."""
+        return self._found.get(literal, [])
 
 
 def _tracebacks(lines: Sequence[str], scores: list[int], heads: Sequence[int]) -> None:
