@@ -188,6 +188,7 @@ class TokenCounter:
         self._cache_size = max(cache_size, 0)
         self._cache: OrderedDict[Hashable, int] = OrderedDict()
         self._lock = threading.Lock()
+        self._flights: dict[Hashable, _Flight] = {}
         self._hits = 0
         self._misses = 0
 
@@ -241,6 +242,17 @@ class TokenCounter:
             self._cache.move_to_end(key)
             self._hits += 1
             return n
+
+    def uncounted(self, texts: Sequence[str]) -> list[str]:
+        """Those of `texts` whose count is neither cached nor under way (no hit is recorded)."""
+        keys = [text_key(t) if len(t) >= TEXT_CACHE_MIN_CHARS else None for t in texts]
+        with self._lock:
+            cache, flights = self._cache, self._flights
+            return [
+                t
+                for t, k in zip(texts, keys, strict=True)
+                if k is not None and k not in cache and k not in flights
+            ]
 
     def cache_info(self) -> CacheInfo:
         with self._lock:
@@ -321,18 +333,51 @@ class TokenCounter:
     # cache
 
     def _cached(self, key: Hashable, compute: Callable[[], int]) -> int:
+        """The cached count, else computed once: a thread that asks for a count another thread
+        is computing waits for it rather than encoding the same text again (the edge counts a
+        cold request's long tool results ahead while the pipeline reads them)."""
         with self._lock:
             n = self._cache.get(key)
             if n is not None:
                 self._cache.move_to_end(key)
                 self._hits += 1
                 return n
-            self._misses += 1
-        n = compute()
-        if self._cache_size:
+            flight = self._flights.get(key)
+            if flight is None:
+                flight = self._flights[key] = _Flight()
+                owner = True
+                self._misses += 1
+            else:
+                owner = False
+                self._hits += 1
+        if not owner:
+            with flight.done:  # held by the owner until its count is in
+                pass
+            if flight.value is not None:
+                return flight.value
+            return compute()  # the owner failed (it raised): count here
+        try:
+            n = flight.value = compute()
+            if self._cache_size:
+                with self._lock:
+                    self._cache[key] = n
+                    self._cache.move_to_end(key)
+                    while len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
+            return n
+        finally:
             with self._lock:
-                self._cache[key] = n
-                self._cache.move_to_end(key)
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return n
+                del self._flights[key]
+            flight.done.release()
+
+
+class _Flight:
+    """A count under way in one thread, for the others that need it. A bare lock, held from
+    creation until the count is in: cheaper than an Event for the many counts nobody waits on."""
+
+    __slots__ = ("done", "value")
+
+    def __init__(self) -> None:
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.value: int | None = None

@@ -520,3 +520,76 @@ def test_resolve_cache_dir_mirrors_tiktoken() -> None:
     assert resolve_cache_dir({"TIKTOKEN_CACHE_DIR": "/a", "DATA_GYM_CACHE_DIR": "/b"}) == "/a"
     assert resolve_cache_dir({"DATA_GYM_CACHE_DIR": "/b"}) == "/b"
     assert resolve_cache_dir({}).endswith("data-gym-cache")
+
+
+# --- one count under way, shared
+
+
+class Gated:
+    """The real encoding behind a gate, so a test can have two threads ask for one count at
+    once; the first call may be made to fail."""
+
+    def __init__(self, encoding: Any, fail_first: bool = False) -> None:
+        self.encoding = encoding
+        self.fail_first = fail_first
+        self.calls = 0
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.calls += 1
+        self.entered.set()
+        assert self.gate.wait(5)
+        if self.fail_first and self.calls == 1:
+            raise RuntimeError("encoder failed")
+        return list(self.encoding.encode_ordinary(text))
+
+
+def _two_callers(counter: TokenCounter, gated: Gated, text: str) -> tuple[list[Any], int]:
+    """Two threads count `text`, the second while the first is inside the encoder: what each
+    got (a count or the exception) and how many encodes had begun when the second waited."""
+    results: list[Any] = []
+
+    def count() -> None:
+        try:
+            results.append(counter.count_text(text))
+        except RuntimeError as exc:
+            results.append(exc)
+
+    first = threading.Thread(target=count)
+    first.start()
+    assert gated.entered.wait(5)
+    second = threading.Thread(target=count)
+    second.start()
+    second.join(0.1)  # time enough to reach the encoder, had it not waited
+    calls_meanwhile = gated.calls
+    gated.gate.set()
+    first.join(5)
+    second.join(5)
+    return results, calls_meanwhile
+
+
+def test_a_count_under_way_is_waited_for_not_repeated(o200k: TokenCounter) -> None:
+    gated = Gated(o200k.encoding)
+    counter = TokenCounter(o200k.name, gated)  # type: ignore[arg-type]
+    text = "collecting package metadata ... done\n" * 100
+    results, meanwhile = _two_callers(counter, gated, text)
+    assert meanwhile == 1 and gated.calls == 1
+    assert results == [enc_len(o200k, text)] * 2
+    assert counter.count_text(text) == enc_len(o200k, text) and gated.calls == 1  # cached
+
+
+def test_a_failed_count_is_computed_again_by_its_waiter(o200k: TokenCounter) -> None:
+    gated = Gated(o200k.encoding, fail_first=True)
+    counter = TokenCounter(o200k.name, gated)  # type: ignore[arg-type]
+    text = "resolving dependencies\n" * 100
+    results, meanwhile = _two_callers(counter, gated, text)
+    assert meanwhile == 1 and gated.calls == 2
+    assert isinstance(results[0], RuntimeError) and results[1] == enc_len(o200k, text)
+    assert not counter._flights  # nothing left under way
+
+
+def test_uncounted_lists_texts_neither_cached_nor_under_way(fresh: TokenCounter) -> None:
+    short, cached, new = "x" * 10, "cached line\n" * 100, "new line\n" * 200
+    fresh.count_text(cached)
+    assert fresh.uncounted([short, cached, new]) == [new]  # short texts are never cached

@@ -24,7 +24,16 @@ from proxy.pipeline.trim import trim_history
 from proxy.pipeline.types import Counter, Message, Mode, Policy, Report, StageAction
 from proxy.pipeline.units import pinned_count
 
-__all__ = ["Budget", "CallCounter", "Plan", "Policy", "Report", "compute_budget", "shrink"]
+__all__ = [
+    "Budget",
+    "CallCounter",
+    "Plan",
+    "Policy",
+    "Report",
+    "compute_budget",
+    "shrink",
+    "tool_texts",
+]
 
 REPLY_PRIMING = 3
 FACTS_INTRO = "Key lines from the omitted messages, verbatim:"
@@ -84,8 +93,6 @@ def shrink(
             f"completion reserve {budget.reserve:,} leaves too little room; "
             f"prompt budget clamped to {budget.prompt:,}"
         )
-    before = _total(messages, counter, fixed_tokens)
-    report.tokens_before = report.tokens_after = before
     room = budget.prompt - fixed_tokens - REPLY_PRIMING
     facts_tokens = facts_room(policy, budget.window)
     if mode == "compact":
@@ -106,6 +113,9 @@ def shrink(
         if stage is _trim and _total(out, counter, fixed_tokens) <= budget.prompt:
             break  # fits after stage 1: no trim, and no facts to list for it
         out = stage(out, ctx)
+    # Totalled after stage 1, which counts the long tool results itself: while it reads one,
+    # the edge may be counting the next (proxy.ahead); a total first would wait for them all.
+    before = report.tokens_before = _total(messages, counter, fixed_tokens)
     after = _total(out, counter, fixed_tokens)
     changed = any(a is not b for a, b in zip(out, messages, strict=False)) or len(out) != len(
         messages
@@ -183,7 +193,7 @@ def _total(messages: list[Message], counter: CallCounter, fixed: int) -> int:
 def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
     """Stage 1: compact each oversized tool result alone, whatever the budget or position."""
     policy, counter, memo, report = ctx.policy, ctx.counter, ctx.memo, ctx.report
-    limit = min(policy.tool_max_tokens, max(64, ctx.budget.window // policy.tool_window_share))
+    limit = policy.tool_limit(ctx.budget.window)
     out = messages
     for i, m in enumerate(messages):
         if m.get("role") not in TOOL_ROLES:
@@ -208,6 +218,24 @@ def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
         report.count("tools")
         report.details.append(StageAction("tools", i, "tool result compacted", before, after))
     return out
+
+
+def tool_texts(messages: list[Message], limit: int) -> list[str]:
+    """The tool-result texts stage 1 counts (those past the byte bound), in the order it meets
+    them: what the edge may count ahead on another core."""
+    texts = []
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") not in TOOL_ROLES:
+            continue
+        content = m.get("content")
+        if isinstance(content, list):
+            content = [
+                p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"
+            ]
+        for text in content if isinstance(content, list) else [content]:
+            if isinstance(text, str) and len(text) > limit:
+                texts.append(text)
+    return texts
 
 
 def _compact_parts(

@@ -56,6 +56,10 @@ class Policy:
     # (bench/README.md, prefix).
     facts_window_share: int = 80
 
+    def tool_limit(self, window: int) -> int:
+        """The most tokens stage 1 leaves a tool result with, in a `window`-token context."""
+        return min(self.tool_max_tokens, max(64, window // self.tool_window_share))
+
 
 @dataclass
 class StageAction:

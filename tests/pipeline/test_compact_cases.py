@@ -689,3 +689,12 @@ def test_json_with_long_trailer_is_not_json() -> None:
 )
 def test_marker_wording(marker: str, expected: str) -> None:
     assert marker == expected
+
+
+@pytest.mark.parametrize("text", ["-" * 5000, " " * 5000, "=" * 4000 + "\n" + "-" * 4000])
+def test_long_text_with_few_tokens_is_left_alone(text: str) -> None:
+    """Far more characters than the limit allows for, yet under it in tokens: a text this long is
+    read before it is counted (the count may be under way elsewhere), and still left as it is."""
+    limit = 200
+    assert len(text) > 8 * limit and tik(text) <= limit
+    assert compact_text(text, limit, tik) is None

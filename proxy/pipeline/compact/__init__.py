@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 from proxy.pipeline.compact import markers
 from proxy.pipeline.compact.jsonish import compact_json, parse
-from proxy.pipeline.compact.lines import compact_lines
+from proxy.pipeline.compact.lines import compact_lines, read
 
 __all__ = ["Compacted", "compact_text"]
 
 Count = Callable[[str], int]
+
+# Characters per token of the limit above which a text is read before it is counted.
+_READ_FIRST = 8
 
 
 @dataclass(frozen=True)
@@ -66,20 +69,34 @@ def compact_text(text: str, max_tokens: int, count: Callable[[str], int]) -> Com
     Otherwise the text rewritten to at most `max_tokens` tokens (guaranteed for budgets of 64 and
     more), never more tokens than it had, with a marker at every elision.
     """
-    before = count(text)
-    if before <= max_tokens:
-        return None
     budget = max(0, max_tokens)
+    # Most texts a little over the byte bound are under the limit: counted first, they need no
+    # more. A text of many characters per token of the limit is almost surely over it: it is
+    # parsed and read first and counted last, as counting is the costliest step and the counter
+    # may have it under way already (the edge counts long tool results ahead, on another core).
+    before = None
+    if len(text) <= _READ_FIRST * max(1, budget):
+        before = count(text)
+        if before <= max_tokens:
+            return None
     try:
         doc = parse(text)
-        shrunk = compact_json(doc, budget, count, before) if doc is not None else None
     except RecursionError:
-        # JSON nested hundreds of levels deep has no structure worth keeping: treat it as text
-        # (the decoder and the recursive walks would otherwise fail the whole request).
-        shrunk = None
+        doc = None  # JSON nested hundreds of levels deep has no structure worth keeping
+    reading = read(text) if doc is None else None
+    if before is None:
+        before = count(text)
+        if before <= max_tokens:
+            return None
+    shrunk = None
+    if doc is not None:
+        try:
+            shrunk = compact_json(doc, budget, count, before)
+        except RecursionError:
+            shrunk = None  # the recursive walks would otherwise fail the whole request
     if shrunk is not None and shrunk[1] <= budget:
         return Compacted(shrunk[0], "json", before, shrunk[1], 0)
-    result = compact_lines(text, budget, count)
+    result = compact_lines(text, budget, count, reading)
     if result is not None and result.tokens <= budget:
         return Compacted(result.text, result.kind, before, result.tokens, result.omitted_lines)
     out, after = _cut_chars(text, budget, count, before)

@@ -265,10 +265,22 @@ def line_costs(text: str, lines: list[str], count: Count) -> list[int]:
     return [max(1, math.ceil(size * ratio)) for size in sizes]
 
 
-def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
-    """Fit `text` into `budget` tokens at line granularity; None if even that cannot fit."""
+@dataclass(frozen=True)
+class Reading:
+    """What a text is, line by line: everything compaction decides before it counts a token."""
+
+    lines: list[str]
+    scores: list[int]
+    dup: list[bool]
+    run: list[int]
+    plain: bool
+    defs: list[tuple[int, int]]  # the outline's candidates: (line, depth)
+    what: str  # what the outline lists
+
+
+def read(text: str) -> Reading:
+    """Score, find runs and recognise a diff, search results, source code or a document."""
     lines = [last_redraw(line) for line in text.split("\n")]
-    original = line_costs(text, lines, count)
     scores = score_lines(lines)
     dup, run = find_runs(lines)
     diff = outline.is_diff(text, lines)
@@ -294,10 +306,6 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
         for i in inside:
             if scores[i] <= NORMAL:
                 scores[i] = SIMILAR
-    work = _Lines(list(lines), list(original), original, scores, dup, run)
-    marker_cost = count(markers.lines_omitted(99_999, 9_999_999)) + 1
-    _cut_long(work, budget, marker_cost)
-    shape = TEXT if plain else LOG
     if diff:
         defs, what = outline.diff_map(lines), "file and hunk headers"
     elif files is not None:
@@ -308,6 +316,21 @@ def compact_lines(text: str, budget: int, count: Count) -> LinesResult | None:
         defs, what = (outline.definitions(lines) if plain else []), "definitions"
     if not outline.MIN_DEFINITIONS <= len(defs) <= outline.MAX_DENSITY * len(lines):
         defs = []  # not code, or a table of names (a config, a data dump): no map to draw
+    return Reading(lines, scores, dup, run, plain, defs, what)
+
+
+def compact_lines(
+    text: str, budget: int, count: Count, reading: Reading | None = None
+) -> LinesResult | None:
+    """Fit `text` into `budget` tokens at line granularity; None if even that cannot fit.
+    `reading`: `read(text)`, when the caller has it already."""
+    r = reading or read(text)
+    plain, defs, what = r.plain, r.defs, r.what
+    original = line_costs(text, r.lines, count)
+    work = _Lines(list(r.lines), list(original), original, r.scores, r.dup, r.run)
+    marker_cost = count(markers.lines_omitted(99_999, 9_999_999)) + 1
+    _cut_long(work, budget, marker_cost)
+    shape = TEXT if plain else LOG
     # The outline's two marker lines, beyond the one marker its gap has anyway.
     extra = (
         count(markers.outline_head(99_999, 9_999_999, what)) + count(markers.outline_end()) + 2
