@@ -8,7 +8,10 @@ The session is several corpus conversations' messages concatenated after one sys
 target is reached. For each window it times, median of `--reps` runs:
 
   cold      fresh Tokenizers and Shrinker (the encoding file is loaded first, untimed, as the
-            app's lifespan does at startup): every count and every compaction is new;
+            app's lifespan does at startup): every count and every compaction is new; the long
+            tool results are counted ahead on a spare core when the machine has one
+            (proxy.ahead), as the proxy does;
+  cold1     the same on one core: no helper counts ahead;
   warm      the same request again on the same Shrinker (the client retried);
   next      then the session plus one new user message (the next turn);
   python    the request again on the same counter with an empty memo: every token count is
@@ -31,6 +34,7 @@ from typing import Any
 
 from bench import corpus
 from bench.corpus import Conversation, Message
+from proxy.ahead import CountAhead
 from proxy.shrinker import CompactMemo, Shrinker
 from proxy.tokens import CL100K, TokenCounter
 
@@ -73,12 +77,13 @@ def measure(
     settings: Any, body: dict[str, Any], nxt: dict[str, Any], text: str, reps: int
 ) -> dict[str, float]:
     """Median ms of encode, count (a fresh counter over the messages: what any exact pipeline
-    pays at least), cold, warm, next and python, interleaved rep by rep so that load from other
-    processes hits the yardstick and the pipeline alike."""
+    pays at least), cold, cold1, warm, next and python, interleaved rep by rep so that load from
+    other processes hits the yardstick and the pipeline alike."""
     runs: dict[str, list[float]] = {
         "encode": [],
         "count": [],
         "cold": [],
+        "cold1": [],
         "warm": [],
         "next": [],
         "python": [],
@@ -91,6 +96,9 @@ def measure(
         runs["encode"].append(timed(encoding.encode_ordinary, text))
         runs["count"].append(timed(TokenCounter(CL100K, encoding).count_messages, body["messages"]))
         runs["cold"].append(timed(sh.plan_sync, body, "auto"))
+        alone = Shrinker(settings, corpus.tokenizers())
+        alone.ahead = CountAhead(1)
+        runs["cold1"].append(timed(alone.plan_sync, body, "auto"))
         runs["warm"].append(timed(sh.plan_sync, body, "auto"))
         runs["next"].append(timed(sh.plan_sync, nxt, "auto"))
         sh.memo = CompactMemo(sh.memo.capacity, sh.memo.max_chars)
@@ -124,8 +132,9 @@ def main() -> None:
     print(f"cl100k_base load (startup, once per process): {load_ms:.0f} ms")
     print(f"median of {args.reps} interleaved runs; enc = tiktoken encoding the text once")
     print(
-        f"\n{'window':>8}{'enc ms':>9}{'count ms':>9}{'cold ms':>9}{'warm ms':>9}{'next ms':>9}"
-        f"{'py ms':>8}{'cold/enc':>10}{'warm/enc':>10}{'next/enc':>10}{'py/enc':>8}  plan"
+        f"\n{'window':>8}{'enc ms':>9}{'count ms':>9}{'cold ms':>9}{'cold1 ms':>9}{'warm ms':>9}"
+        f"{'next ms':>9}{'py ms':>8}{'cold/enc':>10}{'cold1/enc':>10}{'warm/enc':>10}"
+        f"{'next/enc':>10}{'py/enc':>8}  plan"
     )
     raw: dict[str, Any] = {
         "messages": len(messages),
@@ -142,9 +151,10 @@ def main() -> None:
         report = Shrinker(settings, shared).plan_sync(body, "auto").report
         enc = t["encode"]
         print(
-            f"{window:>8,}{enc:>9.1f}{t['count']:>9.1f}{t['cold']:>9.1f}{t['warm']:>9.1f}{t['next']:>9.1f}"
-            f"{t['python']:>8.1f}{t['cold'] / enc:>10.2f}{t['warm'] / enc:>10.3f}"
-            f"{t['next'] / enc:>10.3f}{t['python'] / enc:>8.2f}"
+            f"{window:>8,}{enc:>9.1f}{t['count']:>9.1f}{t['cold']:>9.1f}{t['cold1']:>9.1f}"
+            f"{t['warm']:>9.1f}{t['next']:>9.1f}{t['python']:>8.1f}{t['cold'] / enc:>10.2f}"
+            f"{t['cold1'] / enc:>10.2f}{t['warm'] / enc:>10.3f}{t['next'] / enc:>10.3f}"
+            f"{t['python'] / enc:>8.2f}"
             f"  {report.tokens_before:,} -> {report.tokens_after:,} ({report.actions_header})"
         )
         raw["windows"][str(window)] = {

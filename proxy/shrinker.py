@@ -16,8 +16,9 @@ from typing import Any
 import anyio
 
 from proxy import wire
+from proxy.ahead import CountAhead
 from proxy.errors import InvalidRequest
-from proxy.pipeline import CallCounter, Plan, Policy, compute_budget, shrink
+from proxy.pipeline import CallCounter, Plan, Policy, compute_budget, shrink, tool_texts
 from proxy.pipeline.summary import summary_room
 from proxy.pipeline.types import Mode
 from proxy.settings import Settings
@@ -108,6 +109,7 @@ class Shrinker:
             facts_tokens=settings.facts_tokens,
         )
         self.memo = CompactMemo(4096, int(settings.memo_mb * 1_000_000))
+        self.ahead = CountAhead()
         self._limiter: anyio.CapacityLimiter | None = None
 
     def _threads(self) -> anyio.CapacityLimiter:
@@ -138,15 +140,21 @@ class Shrinker:
             floor=s.min_prompt_budget,
             margin_share=s.safety_margin if tokens.exact else s.estimate_safety_margin,
         )
-        return shrink(
-            body["messages"],
-            budget=budget,
-            counter=counter or CallCounter(tokens),
-            policy=self.policy,
-            mode=mode,
-            fixed_tokens=tokens.count_tools(body.get("tools")),
-            memo=self.memo,
+        texts = (
+            []
+            if mode == "off"
+            else tool_texts(body["messages"], self.policy.tool_limit(budget.window))
         )
+        with self.ahead.planning(tokens, texts):
+            return shrink(
+                body["messages"],
+                budget=budget,
+                counter=counter or CallCounter(tokens),
+                policy=self.policy,
+                mode=mode,
+                fixed_tokens=tokens.count_tools(body.get("tools")),
+                memo=self.memo,
+            )
 
     async def plan(
         self, body: dict[str, Any], raw_size: int, mode: Mode, window: int | None = None
