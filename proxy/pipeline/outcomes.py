@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from proxy.pipeline.compact.scoring import ERRNO_MESSAGES
+from proxy.pipeline.compact.scoring import ERRNO_MESSAGES, glued_reports
 
 # Memcheck's error kinds (Valgrind manual, "Explanation of error messages from Memcheck"), read
 # after Valgrind's `==PID==` line prefix (_bare).
@@ -241,6 +241,7 @@ def error_lines(text: str) -> list[tuple[str, str]]:
         if not pos:
             break
     starts |= _errno_lines(text)
+    starts.update(glued_reports(text) if "==" in text else ())  # read from their `==PID==` on
     found: list[tuple[str, str]] = []
     read = 0  # lines that start before this were read as part of a traceback
     for start in sorted(starts):

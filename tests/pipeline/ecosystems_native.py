@@ -26,7 +26,7 @@ def valgrind(rng: random.Random) -> Log:
         for i in range(rng.randint(150, 260))
     ]
     at = rng.randint(len(lines) // 4, len(lines) * 3 // 4)
-    lines[at:at] = [
+    report = [
         f"{v} Invalid write of size 4",
         f"{v}    at 0x109234: rb_push (ringbuf.c:42)",
         f"{v}    by 0x1093A1: main (bench.c:17)",
@@ -35,6 +35,14 @@ def valgrind(rng: random.Random) -> Log:
         f"{v}    by 0x1091F0: rb_new (ringbuf.c:12)",
         f"{v} ",
     ]
+    if rng.random() < 0.5:
+        # The program's stdout is a pipe, flushed in blocks; Valgrind writes to stderr at once:
+        # the report's first line lands glued to half a line of the program's own output.
+        line = lines.pop(at - 1)
+        cut = rng.randint(3, len(line) - 2)
+        report = [line[:cut] + report[0], *report[1:], line[cut:]]
+        at -= 1
+    lines[at:at] = report
     lines += [
         f"{v} ",
         f"{v} HEAP SUMMARY:",

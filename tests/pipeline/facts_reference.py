@@ -11,7 +11,7 @@ CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions; 
 Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and network errors;
 linters' diagnostics with a rule code; failed states in kubectl's and docker's tables; an
 application log's error level; GitHub Actions' error annotations; strerror's messages in any
-case.
+case; a Valgrind report line glued to half a line of the program's output, read as its own line.
 """
 
 from __future__ import annotations
@@ -266,7 +266,8 @@ def _error_lines(text: str) -> Iterator[tuple[str, str]]:
     `--- FAIL:` line is an error.
     """
     in_traceback = after_error = False
-    lines = text.splitlines()
+    # stdout flushed in blocks, Valgrind's stderr at once: a report line may follow half a line.
+    lines = re.sub(r"(?<=[^\n=])(?===\d+==)", "\n", text).splitlines()
     for n, line in enumerate(lines):
         stripped = line.strip()
         if not stripped:

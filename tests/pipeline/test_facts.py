@@ -7,6 +7,7 @@ import os
 import pytest
 
 from proxy.pipeline import Policy, compute_budget, shrink
+from proxy.pipeline.compact.scoring import glued_reports
 from proxy.pipeline.facts import (
     CATEGORIES,
     LINE_CATEGORIES,
@@ -554,3 +555,25 @@ def test_valgrinds_report_is_read_behind_its_pid_prefix() -> None:
     assert extract_facts([tool(clean)])[0] == (
         "ERROR SUMMARY: 0 errors from 0 contexts (suppressed: 0 from 0)"
     )
+
+
+def test_a_report_line_glued_to_the_programs_output_is_read_from_its_pid() -> None:
+    """stdout piped is flushed in blocks, Valgrind's stderr at once: in combined output the
+    report's first line can follow half a line of the program's own."""
+    v = "==4242=="
+    out = "\n".join(
+        [
+            "round 1: pushed 10 items",
+            f"round 2: pus{v} Invalid write of size 4",
+            f"{v}    at 0x109234: rb_push (ringbuf.c:42)",
+            f"{v} ",
+            "hed 10 items",
+            f"{v} ERROR SUMMARY: 1 errors from 1 contexts (suppressed: 0 from 0)",
+        ]
+    )
+    lines = {c: quota for c, quota in CATEGORIES.items() if c in LINE_CATEGORIES}
+    facts = extract_facts([tool(out)], quotas=lines)
+    assert "Invalid write of size 4" in facts
+    assert "at 0x109234: rb_push (ringbuf.c:42)" in facts
+    # A prefix at a line's start, or the tail of a rule of "=", is not glued.
+    assert glued_reports("a==1== b\n==2== c\n====3== d\n") == [1]

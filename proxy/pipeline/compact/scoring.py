@@ -116,6 +116,24 @@ ERRNO_MESSAGES = (
 )
 
 
+# Valgrind's and the sanitizers' prefix of every line of theirs.
+_PID_MARK = re.compile(r"==\d+==")
+
+
+def glued_reports(text: str) -> list[int]:
+    """Where a `==PID==` report line starts in the middle of a line.
+
+    Valgrind and the sanitizers write to stderr, unbuffered, while a program's stdout is flushed
+    in blocks when piped: in combined output (`2>&1`, as agents run commands) a report's first
+    line can land glued to half a line of the program's own (`step 22==6498== Invalid read of
+    size 4`), and read from its start, the line says nothing."""
+    return [
+        at
+        for at in (m.start() for m in _PID_MARK.finditer(text))
+        if at and text[at - 1] not in "\n="
+    ]
+
+
 @dataclass(frozen=True)
 class _Rule:
     """A rule found anywhere in a line: only lines holding one of its (lowercase) trigger
@@ -397,6 +415,12 @@ def score_lines(lines: Sequence[str]) -> list[int]:
         score = _GROUP_SCORES[match.lastgroup or "minor"]
         if scores[i] < score:
             scores[i] = score
+    for at in glued_reports(text) if "==" in text else ():
+        end = text.find("\n", at)
+        match = _ANCHORED.match("\n" + text[at : end if end >= 0 else len(text)])
+        if match is not None:
+            i = bisect_right(starts, at) - 1
+            scores[i] = max(scores[i], _GROUP_SCORES[match.lastgroup or "minor"])
     for rule in _RULES:
         candidates = {i for t in rule.triggers for i in finder.lines_with(t)}
         search, score, requires = rule.pattern.search, rule.score, rule.requires
