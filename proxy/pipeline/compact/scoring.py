@@ -417,10 +417,10 @@ def score_lines(lines: Sequence[str]) -> list[int]:
             scores[i] = score
     for at in glued_reports(text) if "==" in text else ():
         end = text.find("\n", at)
-        match = _ANCHORED.match("\n" + text[at : end if end >= 0 else len(text)])
-        if match is not None:
+        glued = _ANCHORED.match("\n" + text[at : end if end >= 0 else len(text)])
+        if glued is not None:
             i = bisect_right(starts, at) - 1
-            scores[i] = max(scores[i], _GROUP_SCORES[match.lastgroup or "minor"])
+            scores[i] = max(scores[i], _GROUP_SCORES[glued.lastgroup or "minor"])
     for rule in _RULES:
         candidates = {i for t in rule.triggers for i in finder.lines_with(t)}
         search, score, requires = rule.pattern.search, rule.score, rule.requires
