@@ -127,9 +127,12 @@ class Shrinker:
         mode: Mode,
         window: int | None = None,
         counter: CallCounter | None = None,
+        ahead: bool = True,
     ) -> Plan:
         """`window`: the served window when known (discovered, or stated by an overflow error).
-        `counter`: counts already looked up for this request (see `plan`)."""
+        `counter`: counts already looked up for this request (see `plan`). `ahead`: whether long
+        tool results not yet counted may be counted on a spare core (`proxy.ahead`); a plan
+        run inline has too little new text for that to pay."""
         s = self.settings
         model = body.get("model") if isinstance(body.get("model"), str) else None
         tokens = self.tokenizers.for_model(model)
@@ -142,7 +145,7 @@ class Shrinker:
         )
         texts = (
             []
-            if mode == "off"
+            if mode == "off" or not ahead
             else tool_texts(body["messages"], self.policy.tool_limit(budget.window))
         )
         with self.ahead.planning(tokens, texts):
@@ -198,10 +201,10 @@ class Shrinker:
         if not self.tokenizers.loaded(model):
             return None, None
         if raw_size < THREAD_THRESHOLD:
-            return self.plan_sync(body, mode, window), None
+            return self.plan_sync(body, mode, window, ahead=False), None
         counter, new_chars = self._look_up(body["messages"], model)
         if new_chars < THREAD_THRESHOLD:
-            return self.plan_sync(body, mode, window, counter), None
+            return self.plan_sync(body, mode, window, counter, ahead=False), None
         return None, counter
 
     def _look_up(self, messages: list[Any], model: str | None) -> tuple[CallCounter, int]:

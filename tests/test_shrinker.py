@@ -45,10 +45,12 @@ class Recording(Shrinker):
         super().__init__(Settings(context_window=16384), Tokenizers())
         self.tokenizers.for_encoding("cl100k_base")  # as the app's startup does
         self.threads: list[bool] = []
+        self.aheads: list[bool] = []
 
-    def plan_sync(self, body, mode, window=None, counter=None):  # type: ignore[no-untyped-def]
+    def plan_sync(self, body, mode, window=None, counter=None, ahead=True):  # type: ignore[no-untyped-def]
         self.threads.append(threading.current_thread() is threading.main_thread())
-        return super().plan_sync(body, mode, window, counter)
+        self.aheads.append(ahead)
+        return super().plan_sync(body, mode, window, counter, ahead)
 
 
 def test_large_new_text_goes_to_a_thread_then_inline_once_seen() -> None:
@@ -62,6 +64,7 @@ def test_large_new_text_goes_to_a_thread_then_inline_once_seen() -> None:
 
     asyncio.run(run())
     assert shrinker.threads == [False, True]  # cold: worker thread; warm: inline
+    assert shrinker.aheads == [True, False]  # only a thread's plan may count ahead
 
 
 def test_a_cold_request_is_parsed_again_and_planned_in_a_thread() -> None:
