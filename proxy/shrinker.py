@@ -109,7 +109,8 @@ class Shrinker:
             facts_tokens=settings.facts_tokens,
         )
         self.memo = CompactMemo(4096, int(settings.memo_mb * 1_000_000))
-        self.ahead = CountAhead()
+        # Worker processes share the machine's cores: each counts ahead only on its share.
+        self.ahead = CountAhead(max(1, (os.cpu_count() or 1) // max(1, settings.workers)))
         self._limiter: anyio.CapacityLimiter | None = None
 
     def _threads(self) -> anyio.CapacityLimiter:

@@ -104,3 +104,10 @@ def test_the_helper_stops_when_the_plan_is_done() -> None:
     assert ahead._busy == 0
     assert gated.calls == 1  # the other two were left to the plan, which no longer needs them
     assert counter.uncounted(texts) == texts[1:]
+
+
+def test_worker_processes_share_the_cores() -> None:
+    cores = os.cpu_count() or 1
+    one = Shrinker(Settings(workers=1), Tokenizers(cache_dir=CACHE_DIR))
+    many = Shrinker(Settings(workers=cores), Tokenizers(cache_dir=CACHE_DIR))
+    assert (one.ahead.cores, many.ahead.cores) == (cores, 1)  # one core each: no helper
