@@ -58,6 +58,7 @@ def test_every_toolchain_keeps_its_needles(seed: int, budget: int) -> None:
         ("Automatic merge failed; fix conflicts and then commit the result.", SUMMARY),
         ("Command exited with non-zero status 137", SUMMARY),
         ("    Received: 100", MEDIUM),
+        ("tests/test_codec.py:41: AssertionError", MEDIUM),  # pytest: where a failure was raised
         ("    Expected: 90", MEDIUM),
     ],
 )
@@ -76,6 +77,7 @@ def test_verdicts_and_errors_of_other_toolchains_are_ranked(line: str, score: in
         "  ✓ handles parse cache (12 ms)",
         "Auto-merging src/billing/ledger.py",
         "src/index/codec.ts: emitted in 12ms",
+        "tests/test_codec.py:12: ",  # pytest's frame line: no exception named
     ],
 )
 def test_the_passing_chatter_around_them_is_not_promoted(line: str) -> None:

@@ -77,6 +77,8 @@ _ANCHORED = re.compile(
     r"|[\d,]+ bytes in [\d,]+ blocks are (?:definitely|possibly) lost|Process terminating with)"
     r"|(?P<section>={3,} [^\n]* ={3,}$)"
     r"|(?P<medium>[E>] |File \"[^\"\n]+\", line \d+"
+    # pytest's line closing each failure: where it was raised, and what.
+    r"|[^\s:]+:\d+: [\w.]*(?:Error|Exception|Failure|Exit|Interrupt)$"
     # An assertion's two sides (Jest, Vitest, Chai, JUnit and others print them on own lines).
     r"|(?:Expected|Received|Actual)(?: value)?:)"
     r"|(?P<minor>_{3,} [^\n]* _{3,}$)"
