@@ -78,6 +78,7 @@ def test_verdicts_and_errors_of_other_toolchains_are_ranked(line: str, score: in
         "Auto-merging src/billing/ledger.py",
         "src/index/codec.ts: emitted in 12ms",
         "tests/test_codec.py:12: ",  # pytest's frame line: no exception named
+        "E         ",  # an empty line of pytest's assertion detail says nothing
     ],
 )
 def test_the_passing_chatter_around_them_is_not_promoted(line: str) -> None:

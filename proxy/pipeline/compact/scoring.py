@@ -76,7 +76,7 @@ _ANCHORED = re.compile(
     r"|Use of uninitialised value|Syscall param \S+ points to|Source and destination overlap"
     r"|[\d,]+ bytes in [\d,]+ blocks are (?:definitely|possibly) lost|Process terminating with)"
     r"|(?P<section>={3,} [^\n]* ={3,}$)"
-    r"|(?P<medium>[E>] |File \"[^\"\n]+\", line \d+"
+    r"|(?P<medium>[E>][ \t]+\S|File \"[^\"\n]+\", line \d+"
     # pytest's line closing each failure: where it was raised, and what.
     r"|[^\s:]+:\d+: [\w.]*(?:Error|Exception|Failure|Exit|Interrupt)$"
     # An assertion's two sides (Jest, Vitest, Chai, JUnit and others print them on own lines).
