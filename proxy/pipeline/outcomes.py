@@ -124,6 +124,8 @@ _NOT_STATUS = re.compile(
     r"[-+|@<>{}\[\]()\"'#]|[dlcbps-][rwxsStT-]{9}"
 )  # diffs, tables, code, ls -l
 _LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
+# npm's closing pointers to its log and report files: on every failure, about none of them.
+_POINTER = re.compile(r"npm (?:ERR!|error) (?:A complete log of this run|For a full report see)\b")
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
 _STEP = re.compile(r"#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment
 # Where an error happened, on the line after it (blank lines and Terraform's box edge between):
@@ -200,6 +202,7 @@ def _error_line(line: str) -> tuple[str, str] | None:
     code = stripped.lstrip("+-> ")  # diff and quote prefixes
     if (
         _LISTING.match(line)
+        or _POINTER.match(stripped)
         or stripped.startswith("@@")
         or (code.startswith(_CODE_START) and not _STEP.match(code))
     ):
@@ -328,7 +331,12 @@ def status_line(text: str) -> str | None:
         return None  # a one-line result is a confirmation ("Edited x.py"), not a run's status
     for line in reversed(lines[-12:]):
         stripped = line.strip()
-        if not stripped or _FOOTER.search(stripped) or not any(c.isalnum() for c in stripped):
+        if (
+            not stripped
+            or _FOOTER.search(stripped)
+            or _POINTER.match(stripped)
+            or not any(c.isalnum() for c in stripped)
+        ):
             continue
         if _LISTING.match(line) or line[:1].isspace() or stripped.startswith(_CODE_START):
             return None

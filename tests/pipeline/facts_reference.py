@@ -11,7 +11,8 @@ CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions; 
 Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and network errors;
 linters' diagnostics with a rule code; failed states in kubectl's and docker's tables; an
 application log's error level; GitHub Actions' error annotations; strerror's messages in any
-case; a Valgrind report line glued to half a line of the program's output, read as its own line.
+case; npm's pointers to its log and report files are not errors; a Valgrind report line glued
+to half a line of the program's output, read as its own line.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.types import Message
 
 MAX_FACTS = 40
+_NPM_POINTER = r"npm (?:ERR!|error) (?:A complete log of this run|For a full report see)\b"
 MAX_FACT_CHARS = 200
 # Texts longer than this are scanned only at their head and tail: regexes stay linear-time, but a
 # megabyte tool dump would still cost the event loop tens of milliseconds.
@@ -311,6 +313,7 @@ def _error_lines(text: str) -> Iterator[tuple[str, str]]:
         code = stripped.lstrip("+-> ")  # diff and quote prefixes
         if (
             _LISTING.match(line)
+            or re.match(_NPM_POINTER, stripped)
             or stripped.startswith("@@")
             or (code.startswith(_CODE_START) and not _STEP.match(code))
         ):
@@ -330,7 +333,12 @@ def _status_line(text: str) -> str | None:
         return None  # a one-line result is a confirmation ("Edited x.py"), not a run's status
     for line in reversed(lines[-12:]):
         stripped = line.strip()
-        if not stripped or _FOOTER.search(stripped) or not any(c.isalnum() for c in stripped):
+        if (
+            not stripped
+            or _FOOTER.search(stripped)
+            or re.match(_NPM_POINTER, stripped)
+            or not any(c.isalnum() for c in stripped)
+        ):
             continue
         if _LISTING.match(line) or line[:1].isspace() or stripped.startswith(_CODE_START):
             return None

@@ -577,3 +577,21 @@ def test_a_report_line_glued_to_the_programs_output_is_read_from_its_pid() -> No
     assert "at 0x109234: rb_push (ringbuf.c:42)" in facts
     # A prefix at a line's start, or the tail of a rule of "=", is not glued.
     assert glued_reports("a==1== b\n==2== c\n====3== d\n") == [1]
+
+
+def test_npms_pointers_to_its_log_are_neither_verdict_nor_status() -> None:
+    out = "\n".join(
+        [
+            "npm error code ENOTCACHED",
+            "npm error request to https://registry.npmjs.org/left-pad failed: cache mode is"
+            " 'only-if-cached' but no cached response is available.",
+            "npm error For a full report see:",
+            "npm error /home/user/.npm/_logs/eresolve-report.txt",
+            "npm error A complete log of this run can be found in: /home/user/.npm/_logs/x.log",
+            "[exit code: 1]",
+        ]
+    )
+    lines = {c: quota for c, quota in CATEGORIES.items() if c in LINE_CATEGORIES}
+    facts = extract_facts([tool(out)], quotas=lines)
+    assert not any("A complete log" in f or "For a full report" in f for f in facts), facts
+    assert "npm error code ENOTCACHED" in facts
