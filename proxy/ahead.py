@@ -31,7 +31,7 @@ class CountAhead:
         self._lock = threading.Lock()
         self._busy = 0  # plans running under `planning`, plus helpers running
         self._pool: ThreadPoolExecutor | None = None
-        self.started = 0  # helpers started, for tests and /metrics-style introspection
+        self.started = 0  # helpers started (tests read it)
 
     @contextmanager
     def planning(self, counter: TokenCounter, texts: Sequence[str]) -> Iterator[None]:
@@ -46,14 +46,16 @@ class CountAhead:
                 self.started += 1
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(self.cores - 1, "shrink-count-ahead")
-        stop = threading.Event()
-        if helper:
+        stop = threading.Event() if helper else None
+        if stop is not None:
             assert self._pool is not None
+            # An error in the helper only leaves its counts to the plan, which makes them anyway.
             self._pool.submit(self._count, counter, todo, stop)
         try:
             yield
         finally:
-            stop.set()
+            if stop is not None:
+                stop.set()
             with self._lock:
                 self._busy -= 1
 
