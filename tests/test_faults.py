@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 import time
+import warnings
 from collections.abc import Callable
 
 import httpx
@@ -306,6 +308,13 @@ def test_cancelled_opens_do_not_leak_pool_slots(transport):
         statuses = asyncio.run(storm(up.url))
         assert statuses == [200] * slots, sorted(statuses)
         assert wait_until(lambda: up.open == 0)
+    # aiohttp leaves the Connection wrapper of a connect cancelled mid-way to the garbage
+    # collector, which warns that it was never closed (the pool slot itself is freed, as the
+    # assertions above check). Collected here, not in whichever later test the collector
+    # happens to run in, where pytest would report the warning against that test.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Unclosed connection", ResourceWarning)
+        gc.collect()
 
 
 @settings(max_examples=200, deadline=None)
