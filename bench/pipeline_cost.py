@@ -12,6 +12,10 @@ target is reached. For each window it times, median of `--reps` runs:
             tool results are counted ahead on a spare core when the machine has one
             (proxy.ahead), as the proxy does;
   cold1     the same on one core: no helper counts ahead;
+  tool      after warm, a next turn that brings one new large tool result (the session's largest
+            output with a line added): what an agent's turn costs most often, counting and
+            compacting that one text (tool1: the same on one core; tenc: tiktoken encoding
+            that text alone);
   warm      the same request again on the same Shrinker (the client retried);
   next      then the session plus one new user message (the next turn);
   python    the request again on the same counter with an empty memo: every token count is
@@ -73,12 +77,26 @@ def timed(run: Callable[..., object], *args: Any) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def with_new_tool_result(body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """`body` plus a turn whose tool result is new: its largest tool output, one line added."""
+    outputs = [m["content"] for m in body["messages"] if m.get("role") == "tool"]
+    text = max((o for o in outputs if isinstance(o, str)), key=len) + "\n[run 2]"
+    call = {"id": "call_new", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+    turn = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_new", "content": text},
+        NEW_TURN,
+    ]
+    return {**body, "messages": [*body["messages"], *turn]}, text
+
+
 def measure(
     settings: Any, body: dict[str, Any], nxt: dict[str, Any], text: str, reps: int
 ) -> dict[str, float]:
     """Median ms of encode, count (a fresh counter over the messages: what any exact pipeline
-    pays at least), cold, cold1, warm, next and python, interleaved rep by rep so that load from
-    other processes hits the yardstick and the pipeline alike."""
+    pays at least), cold, cold1, warm, next, tool, tool1, tenc and python, interleaved rep by
+    rep so that load from other processes hits the yardstick and the pipeline alike."""
+    fresh, new_text = with_new_tool_result(body)
     runs: dict[str, list[float]] = {
         "encode": [],
         "count": [],
@@ -86,6 +104,9 @@ def measure(
         "cold1": [],
         "warm": [],
         "next": [],
+        "tool": [],
+        "tool1": [],
+        "tenc": [],
         "python": [],
     }
     for _ in range(reps):
@@ -101,6 +122,9 @@ def measure(
         runs["cold1"].append(timed(alone.plan_sync, body, "auto"))
         runs["warm"].append(timed(sh.plan_sync, body, "auto"))
         runs["next"].append(timed(sh.plan_sync, nxt, "auto"))
+        runs["tenc"].append(timed(encoding.encode_ordinary, new_text))
+        runs["tool"].append(timed(sh.plan_sync, fresh, "auto"))
+        runs["tool1"].append(timed(alone.plan_sync, fresh, "auto"))
         sh.memo = CompactMemo(sh.memo.capacity, sh.memo.max_chars)
         runs["python"].append(timed(sh.plan_sync, body, "auto"))
     return {k: statistics.median(v) for k, v in runs.items()}
@@ -134,7 +158,8 @@ def main() -> None:
     print(
         f"\n{'window':>8}{'enc ms':>9}{'count ms':>9}{'cold ms':>9}{'cold1 ms':>9}{'warm ms':>9}"
         f"{'next ms':>9}{'py ms':>8}{'cold/enc':>10}{'cold1/enc':>10}{'warm/enc':>10}"
-        f"{'next/enc':>10}{'py/enc':>8}  plan"
+        f"{'next/enc':>10}{'py/enc':>8}{'tenc ms':>9}{'tool ms':>9}{'tool1 ms':>9}"
+        f"{'tool/tenc':>10}{'tool1/tenc':>11}  plan"
     )
     raw: dict[str, Any] = {
         "messages": len(messages),
@@ -154,7 +179,8 @@ def main() -> None:
             f"{window:>8,}{enc:>9.1f}{t['count']:>9.1f}{t['cold']:>9.1f}{t['cold1']:>9.1f}"
             f"{t['warm']:>9.1f}{t['next']:>9.1f}{t['python']:>8.1f}{t['cold'] / enc:>10.2f}"
             f"{t['cold1'] / enc:>10.2f}{t['warm'] / enc:>10.3f}{t['next'] / enc:>10.3f}"
-            f"{t['python'] / enc:>8.2f}"
+            f"{t['python'] / enc:>8.2f}{t['tenc']:>9.1f}{t['tool']:>9.1f}{t['tool1']:>9.1f}"
+            f"{t['tool'] / t['tenc']:>10.2f}{t['tool1'] / t['tenc']:>11.2f}"
             f"  {report.tokens_before:,} -> {report.tokens_after:,} ({report.actions_header})"
         )
         raw["windows"][str(window)] = {

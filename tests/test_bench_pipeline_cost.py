@@ -30,9 +30,23 @@ def test_every_column_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("proxy.pipeline.compact_text", spy)
     settings = corpus.settings(context_window=16384)
     t = pipeline_cost.measure(settings, body, nxt, "some text", reps=1)
-    assert set(t) == {"encode", "count", "cold", "cold1", "warm", "next", "python"}
+    assert set(t) == {
+        "encode",
+        "count",
+        "cold",
+        "cold1",
+        "warm",
+        "next",
+        "tool",
+        "tool1",
+        "tenc",
+        "python",
+    }
     assert all(v > 0 for v in t.values())
     # Stage 1 ran three times per rep on every tool result past its byte bound: cold, cold on
-    # one core, and again for `python` (warm and next found them in the memo).
-    ran = len(compactions)
-    assert ran > 0 and ran == 3 * len(set(compactions))
+    # one core, and again for `python` (warm and next found them in the memo); the new tool
+    # result of the `tool` turn twice (with and without a helper), the others not again.
+    _, new_text = pipeline_cost.with_new_tool_result(body)
+    assert compactions.count(new_text) == 2
+    old = [c for c in compactions if c != new_text]
+    assert old and len(old) == 3 * len(set(old))
