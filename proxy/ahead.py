@@ -13,25 +13,31 @@ concurrent cold requests), one more thread would only queue inside the interpret
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from proxy.tokens import TokenCounter
+
+log = logging.getLogger(__name__)
 
 # Below this many characters still to count, the helper's thread hop costs more than it saves.
 MIN_CHARS = 32 * 1024
 
 
 class CountAhead:
-    def __init__(self, cores: int | None = None):
+    def __init__(self, cores: int | None = None, on_start: Callable[[], None] | None = None):
+        """`on_start`: called as each helper starts (the `/metrics` counter)."""
         self.cores = cores or os.cpu_count() or 1
+        self.on_start = on_start
         self._lock = threading.Lock()
         self._busy = 0  # plans running under `planning`, plus helpers running
         self._pool: ThreadPoolExecutor | None = None
-        self.started = 0  # helpers started (tests read it)
+        self.started = 0  # helpers started
+        self.failed = 0  # helpers that raised
 
     @contextmanager
     def planning(self, counter: TokenCounter, texts: Sequence[str]) -> Iterator[None]:
@@ -49,7 +55,8 @@ class CountAhead:
         stop = threading.Event() if helper else None
         if stop is not None:
             assert self._pool is not None
-            # An error in the helper only leaves its counts to the plan, which makes them anyway.
+            if self.on_start is not None:
+                self.on_start()
             self._pool.submit(self._count, counter, todo, stop)
         try:
             yield
@@ -65,6 +72,12 @@ class CountAhead:
                 if stop.is_set():
                     break
                 counter.count_text(text)
+        except Exception:
+            # Only latency is lost: the plan makes every count it does not find. The plan meets
+            # the same error itself if it is not the helper's own.
+            with self._lock:
+                self.failed += 1
+            log.warning("counting ahead failed; the plan counts those texts itself", exc_info=True)
         finally:
             with self._lock:
                 self._busy -= 1

@@ -118,7 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings=settings,
             upstream=upstream,
             tokenizers=tokenizers,
-            shrinker=Shrinker(settings, tokenizers),
+            shrinker=Shrinker(settings, tokenizers, on_count_ahead=metrics.count_ahead.inc),
             summarizer=summarizer,
             discovery=discovery,
             metrics=metrics,

@@ -177,6 +177,12 @@ class Metrics:
             "(SHRINK_HEAP_TRIM_INTERVAL).",
             registry=r,
         )
+        self.count_ahead = Counter(
+            "shrink_count_ahead_helpers",
+            "Cold requests whose long tool results a helper thread counted on a spare core while "
+            "the pipeline read them.",
+            registry=r,
+        )
         self.scraped = ScrapeCollector(self.window_values)
         r.register(self.scraped)
         for stage in KNOWN_STAGES:  # so that rate() sees the series before the first action

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import anyio
@@ -96,7 +96,13 @@ def parse_mode(header: str | None, settings: Settings) -> Mode:
 
 
 class Shrinker:
-    def __init__(self, settings: Settings, tokenizers: Tokenizers):
+    def __init__(
+        self,
+        settings: Settings,
+        tokenizers: Tokenizers,
+        on_count_ahead: Callable[[], None] | None = None,
+    ):
+        """`on_count_ahead`: called when a helper starts counting a cold request ahead."""
         self.settings = settings
         self.tokenizers = tokenizers
         self.policy = Policy(
@@ -110,7 +116,9 @@ class Shrinker:
         )
         self.memo = CompactMemo(4096, int(settings.memo_mb * 1_000_000))
         # Worker processes share the machine's cores: each counts ahead only on its share.
-        self.ahead = CountAhead(max(1, (os.cpu_count() or 1) // max(1, settings.workers)))
+        self.ahead = CountAhead(
+            max(1, (os.cpu_count() or 1) // max(1, settings.workers)), on_count_ahead
+        )
         self._limiter: anyio.CapacityLimiter | None = None
 
     def _threads(self) -> anyio.CapacityLimiter:

@@ -3,7 +3,9 @@ reads them. The helper may change when a count is made, never what the plan is."
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from typing import Any
 
@@ -111,3 +113,35 @@ def test_worker_processes_share_the_cores() -> None:
     one = Shrinker(Settings(workers=1), Tokenizers(cache_dir=CACHE_DIR))
     many = Shrinker(Settings(workers=cores), Tokenizers(cache_dir=CACHE_DIR))
     assert (one.ahead.cores, many.ahead.cores) == (cores, 1)  # one core each: no helper
+
+
+class FailsInHelper:
+    """The real encoding, except that it raises in the count-ahead helper's thread."""
+
+    def __init__(self, encoding: Any) -> None:
+        self.encoding = encoding
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        if threading.current_thread().name.startswith("shrink-count-ahead"):
+            raise RuntimeError("helper encoder failed")
+        return list(self.encoding.encode_ordinary(text))
+
+
+def test_a_failing_helper_is_logged_and_the_plan_counts_itself(caplog) -> None:
+    body = session(4, 900)
+    reference = shrinker(1).plan_sync(body, "auto")
+    sh = shrinker(2)
+    model = body["model"]
+    real = sh.tokenizers.for_model(model)
+    failing = TokenCounter(real.name, FailsInHelper(real.encoding))  # type: ignore[arg-type]
+    sh.tokenizers.for_model = lambda _model: failing  # type: ignore[method-assign]
+    started: list[int] = []
+    sh.ahead = CountAhead(2, on_start=lambda: started.append(1))
+    with caplog.at_level(logging.WARNING, logger="proxy.ahead"):
+        plan = sh.plan_sync(body, "auto")
+        deadline = time.monotonic() + 5
+        while sh.ahead._busy and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert (sh.ahead.started, sh.ahead.failed, started) == (1, 1, [1])
+    assert plan.messages == reference.messages and plan.report == reference.report
+    assert "counting ahead failed" in caplog.text and "helper encoder failed" in caplog.text

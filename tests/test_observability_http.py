@@ -7,6 +7,8 @@ client saw.
 
 from __future__ import annotations
 
+import os
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -72,6 +74,9 @@ def test_requests_through_the_proxy_show_up_in_stats_and_metrics(proxy_url, upst
     assert metric(text, "shrink_upstream_errors_total", code="503") == 1
     assert metric(text, "shrink_upstream_ttfb_seconds_count", route="chat") == 3
     assert metric(text, "shrink_cache_hits_total", cache="token_counts") > 0
+    # The first request was cold with 120 KB of tool output: counted ahead on a spare core.
+    helpers = metric(text, "shrink_count_ahead_helpers_total")
+    assert helpers == (1 if (os.cpu_count() or 1) > 1 else 0)
 
 
 def test_rejected_and_unreachable_requests_add_no_tokens(start_proxy):
