@@ -244,3 +244,20 @@ def test_cache_bounds_come_from_the_settings() -> None:
         counter.count_message({"role": "user", "content": f"message {i}"})
     assert counter.cache_info().size == 3
     assert Shrinker(settings, Tokenizers()).memo.max_chars == 500_000
+
+
+def test_a_request_whose_compactions_were_evicted_goes_to_a_thread() -> None:
+    """Warm by its counts, cold by its stage-1 results: compacting them again is as costly as
+    counting new text, so it must not run on the event loop."""
+    shrinker = Recording()
+    body = conversation("a", 4 * THREAD_THRESHOLD)
+    raw = orjson.dumps(body)
+    first = shrinker.plan_sync(body, "trim")
+    assert shrinker.plan_inline(body, len(raw), "trim") is not None  # warm: inline
+    shrinker.memo.max_chars = 1  # other tool results push this one out
+    for i in range(3):
+        shrinker.plan_sync(conversation(f"other {i}", 4 * THREAD_THRESHOLD), "trim")
+    assert shrinker.plan_inline(body, len(raw), "trim") is None  # every count cached, but cold
+    parsed, again = asyncio.run(shrinker.plan_raw(raw, "trim"))
+    assert again.messages == first.messages and again.report == first.report
+    assert shrinker.threads == [True, True, True, True, True, False]

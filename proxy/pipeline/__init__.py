@@ -30,6 +30,7 @@ __all__ = [
     "Plan",
     "Policy",
     "Report",
+    "compact_key",
     "compute_budget",
     "shrink",
     "tool_texts",
@@ -257,6 +258,11 @@ def _compact_parts(
     return (new_parts if changed else None), before, after
 
 
+def compact_key(text: str, limit: int, encoding: str) -> Hashable:
+    """The stage-1 memo's key for a tool text (the edge looks it up to tell warm from cold)."""
+    return ("tool", encoding, len(text), hash(text), limit)
+
+
 def _compact(
     text: str, limit: int, counter: CallCounter, memo: CompactMemo | None
 ) -> Compacted | None:
@@ -265,7 +271,7 @@ def _compact(
         return None
     if memo is None:
         return compact_text(text, limit, counter.count_text)
-    key = ("tool", counter.name, len(text), hash(text), limit)
+    key = compact_key(text, limit, counter.name)
     try:
         return memo[key]
     except KeyError:
