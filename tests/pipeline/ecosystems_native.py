@@ -351,6 +351,54 @@ def ruff_check(rng: random.Random) -> Log:
     return Log("ruff", "\n".join(lines), (lines[0], verdict))
 
 
+def ruff_full(rng: random.Random) -> Log:
+    """`ruff check` in its default format: each diagnostic is its code and message, a `-->`
+    location and the source quoted behind a numbered gutter. The quoted code says "error",
+    "exit" and "invalid" (it handles errors); the one real bug among the style nits (an
+    undefined name) says none of them."""
+    nits = [
+        ("D401", "First line of docstring should be in imperative mood"),
+        ("E501", "Line too long (104 > 88)"),
+        ("ANN001", "Missing type annotation for function argument `handler`"),
+        ("PTH118", "`os.path.join()` should be replaced by `Path` with `/` operator"),
+        ("COM812 [*]", "Trailing comma missing"),
+    ]
+    quoted = [
+        "raise ValueError(f'invalid {name}: {error}')",
+        "except OSError as error:",
+        "sys.exit(2)  # exit code for a usage error",
+        "log.warning('retry failed, giving up')",
+        "return errors",
+    ]
+
+    def diagnostic(code: str, message: str) -> list[str]:
+        path = f"src/{_words(rng, 1)}/{_words(rng, 1)}.py"
+        line = rng.randint(10, 900)
+        column = rng.randint(1, 40)
+        return [
+            f"{code} {message}",
+            f"   --> {path}:{line}:{column}",
+            "    |",
+            f"{line - 1:<3} |     {rng.choice(quoted)}",
+            f"{line:<3} |     {rng.choice(quoted)}",
+            "    |     ^^^^^^^^^^^",
+            f"{line + 1:<3} |     {rng.choice(quoted)}",
+            "    |",
+            "",
+        ]
+
+    lines: list[str] = []
+    count = rng.randint(150, 260)
+    for _ in range(count):
+        lines += diagnostic(*rng.choice(nits))
+    bug = f"F821 Undefined name `{_words(rng, 2)}_limit`"
+    at = rng.randint(count // 4, count * 3 // 4) * 9
+    lines[at:at] = diagnostic(*bug.split(" ", 1))
+    verdict = f"Found {count + 1} errors."
+    lines += [verdict, "[*] 31 fixable with the `--fix` option.", "[exit code: 1]"]
+    return Log("ruff (full)", "\n".join(lines), (bug, verdict))
+
+
 def service_log(rng: random.Random) -> Log:
     """A service's own log (Python's logging, `logger.exception`): INFO chatter and distinct
     WARN lines that say "failed" and "timed out" too, around one ERROR and its traceback."""

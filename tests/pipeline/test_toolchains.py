@@ -4,12 +4,23 @@ promote the passing chatter around them."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from proxy.pipeline.compact import compact_text
-from proxy.pipeline.compact.scoring import MEDIUM, STRONG, SUMMARY, score_lines
+from proxy.pipeline.compact.lines import read
+from proxy.pipeline.compact.scoring import (
+    CONTEXT,
+    MEDIUM,
+    NORMAL,
+    STRONG,
+    SUMMARY,
+    score_lines,
+)
 from tests.pipeline.counters import tik
 from tests.pipeline.ecosystems import logs
+from tests.pipeline.ecosystems_native import ruff_full
 
 FILLER = [f"  step {i}: compiling module part{i}.o" for i in range(6)]
 
@@ -60,6 +71,11 @@ def test_every_toolchain_keeps_its_needles(seed: int, budget: int) -> None:
         ("    Received: 100", MEDIUM),
         ("tests/test_codec.py:41: AssertionError", MEDIUM),  # pytest: where a failure was raised
         ("    Expected: 90", MEDIUM),
+        # Linters: the rule code first (ruff's full format) or after the location (concise).
+        ("F821 Undefined name `retry_limit`", MEDIUM),
+        ("COM812 [*] Trailing comma missing", MEDIUM),
+        ("src/app.py:3:1: F401 [*] `os` imported but unused", MEDIUM),
+        ("app/models.py:12:0: C0114: Missing module docstring (missing-module-docstring)", MEDIUM),
     ],
 )
 def test_verdicts_and_errors_of_other_toolchains_are_ranked(line: str, score: int) -> None:
@@ -91,3 +107,61 @@ def test_a_line_whose_lowercase_is_longer_does_not_shift_the_scores_below_it() -
     lines += ["more output"] * 5
     scores = score_lines(lines)
     assert scores[2] >= STRONG and scores[1] < STRONG
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("budget", [409, 1024])
+def test_a_lint_run_keeps_its_one_real_bug_among_the_style_nits(seed: int, budget: int) -> None:
+    """ruff's full format: the quoted code frames say "error" and "exit", the diagnostics do
+    not. Stage 1 keeps the verdict and the one diagnostic of its kind over the last of each
+    kind seen many times. (Not in ecosystems.GENERATORS: the facts under a trim marker list a
+    message's first errors, and miss a lone diagnostic in the middle of a long lint run.)"""
+    log = ruff_full(random.Random(f"{seed}:ruff_full"))
+    done = compact_text(log.text, budget, tik)
+    assert done is not None and done.tokens_after <= budget
+    assert all(n in done.text for n in log.needles), log.needles
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "raise ValueError(f'invalid config: {error}')",
+        "sys.exit(2)  # exit code for a usage error",
+        "except OSError:  # command not found",
+    ],
+)
+@pytest.mark.parametrize("gutter", ["  14 |     ", "14  | "])
+def test_source_quoted_behind_a_numbered_gutter_is_not_an_error(gutter: str, code: str) -> None:
+    """gcc, clang, rustc, ruff and Jest quote the code a diagnostic points at: its words are the
+    program's, not the run's. Without the gutter the same words rank."""
+    assert alone(gutter + code) == NORMAL
+    assert alone(code) >= MEDIUM
+    # Jest's and Babel's frames point at the failing line with `>`: a detail, never an error.
+    assert alone("> 14 |   " + code) <= MEDIUM
+
+
+def test_a_quoted_line_still_gets_context_from_its_diagnostic() -> None:
+    lines = [
+        *FILLER,
+        "src/ring.c:14:5: error: 'struct rb' has no member named 'capcity'",
+        "   14 |     rb->capcity = capacity;",
+        "      |         ^~~~~~~",
+        *FILLER,
+    ]
+    scores = score_lines(lines)
+    assert scores[len(FILLER)] == STRONG and scores[len(FILLER) + 1] == CONTEXT
+
+
+def test_a_lint_report_of_quoted_source_is_a_log_not_a_document() -> None:
+    """ruff quotes whole docstrings and rules off each suggested fix with `-----`: one
+    diagnostic line in forty, fewer than a log's share of signal lines, and each rule looks
+    like a setext heading's underline. Read as a document, its "headings" would be lines of
+    quoted code; the quoted lines themselves say it is a linter's report."""
+    frame = "".join(f"{k:<3} |     line {k} of the quoted docstring\n" for k in range(30))
+    frame += "-" * 40 + "\n"  # ruff's rule between the code and its suggested fix
+    log = ruff_full(random.Random(7))
+    text = log.text.replace("    |     ^^^^^^^^^^^\n", "    |     ^^^^^^^^^^^\n" + frame)
+    reading = read(text)
+    assert not reading.plain and reading.what != "headings"
+    done = compact_text(text, 409, tik)
+    assert done is not None and all(n in done.text for n in log.needles)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress
@@ -23,6 +24,9 @@ from itertools import compress
 from proxy.pipeline.compact import markers, outline
 from proxy.pipeline.compact.runs import find_runs, last_redraw
 from proxy.pipeline.compact.scoring import (
+    MEDIUM,
+    MIN_REPEATS,
+    MINOR,
     NORMAL,
     SIMILAR,
     STRONG,
@@ -30,6 +34,7 @@ from proxy.pipeline.compact.scoring import (
     signal_count,
     signal_lines,
 )
+from proxy.pipeline.compact.scoring import shape as line_shape
 
 Count = Callable[[str], int]
 
@@ -149,8 +154,19 @@ def _select(work: _Lines, budget: int, marker_cost: int, shape: Shape) -> list[b
         total += extra
         return True
 
+    # Among warnings and other MEDIUM lines, the last of a shape seen many times
+    # (`scoring._repeats` keeps the first and the last at their rank) goes after those of its
+    # score: its first already said it, and a shape seen once (the one real bug in a lint
+    # run's hundred style nits) says what no other line does.
+    # (The others of the shape were demoted to MINOR.)
+    lines = [i for i in range(n) if score[i] in (MEDIUM, MINOR)]
+    shapes = [line_shape(work.text[i]) for i in lines]
+    members = Counter(shapes)
+    last_of = {key: i for i, key in zip(lines, shapes, strict=True) if score[i] == MEDIUM}
+    later = {i for key, i in last_of.items() if members[key] >= MIN_REPEATS}
     strong = sorted(
-        (i for i in range(n) if score[i] > NORMAL and not keep[i] and not dup[i]), key=rank
+        (i for i in range(n) if score[i] > NORMAL and not keep[i] and not dup[i]),
+        key=lambda i: (-score[i], i in later, *rank(i)[1:]),
     )
     for i in strong:
         take(i, True)

@@ -80,7 +80,12 @@ _ANCHORED = re.compile(
     # pytest's line closing each failure: where it was raised, and what.
     r"|[^\s:]+:\d+: [\w.]*(?:Error|Exception|Failure|Exit|Interrupt)$"
     # An assertion's two sides (Jest, Vitest, Chai, JUnit and others print them on own lines).
-    r"|(?:Expected|Received|Actual)(?: value)?:)"
+    r"|(?:Expected|Received|Actual)(?: value)?:"
+    # A linter's diagnostic: its rule code first (ruff's full format: `F401 [*] `os` imported
+    # but unused`; pydocstyle, Hadolint, ShellCheck), or behind `path:line:col:` (flake8,
+    # pylint, ruff --output-format concise). Lint runs rarely say "error".
+    r"|[A-Z]{1,4}\d{3,4}(?: \[\*\])?:?[ \t]+[A-Za-z`'\"(]"
+    r"|[^\s:]+:\d+:\d+:[ \t]+[A-Z]{1,4}\d{3,4}\b)"
     r"|(?P<minor>_{3,} [^\n]* _{3,}$)"
     r")",
     re.MULTILINE,  # for the `$` ends of some alternatives
@@ -290,9 +295,15 @@ _RULES = (
     ),
     _Rule(("shrink-proxy", " more times"), MARKER_RE, MARKER),
 )
+# Source quoted under a diagnostic behind a numbered gutter (gcc, clang, rustc, ruff, babel and
+# Jest code frames: `  14 |     if (err) return ERROR_INVALID;`): the program's code, not its
+# message. Its words ("error", "exit", "invalid") say nothing about the run; the diagnostic
+# above it lends it context when that is kept.
+_QUOTED = re.compile(r"[ \t]*+(?:>[ \t]*)?\d+[ \t]+\|")
+_QUOTED_LINE = re.compile(r"\n[ \t]*+(?:>[ \t]*)?\d+[ \t]+\|")
 _TRACEBACK = "traceback (most recent call last):"
 _WORD = re.compile(r"\w+")
-_MIN_REPEATS = 3  # first + last + at least one between
+MIN_REPEATS = 3  # first + last + at least one between
 
 
 def _automaton() -> ahocorasick.Automaton:
@@ -392,7 +403,7 @@ def _repeats(lines: Sequence[str], scores: list[int]) -> None:
         last[key] = i
         members[key] = members.get(key, 0) + 1
     for i, key in zip(signals, keys, strict=True):
-        if members[key] >= _MIN_REPEATS and i != first[key] and i != last[key]:
+        if members[key] >= MIN_REPEATS and i != first[key] and i != last[key]:
             scores[i] = MEDIUM if scores[i] > MEDIUM else MINOR
 
 
@@ -423,6 +434,7 @@ def score_lines(lines: Sequence[str]) -> list[int]:
         if glued is not None:
             i = bisect_right(starts, at) - 1
             scores[i] = max(scores[i], _GROUP_SCORES[glued.lastgroup or "minor"])
+    quoted: dict[int, bool] = {}
     for rule in _RULES:
         candidates = {i for t in rule.triggers for i in finder.lines_with(t)}
         search, score, requires = rule.pattern.search, rule.score, rule.requires
@@ -431,7 +443,11 @@ def score_lines(lines: Sequence[str]) -> list[int]:
                 continue
             line = low_lines[i]
             if all(r in line for r in requires) and search(lines[i] if rule.cased else line):
-                scores[i] = score
+                q = quoted.get(i)
+                if q is None:
+                    q = quoted[i] = _QUOTED.match(line) is not None
+                if not q:
+                    scores[i] = score
     for i, s in enumerate(scores):
         if s > MEDIUM and lines[i].startswith("E "):
             scores[i] = MEDIUM  # pytest's assertion detail: useful, but below the verdict lines
@@ -449,8 +465,10 @@ def score_lines(lines: Sequence[str]) -> list[int]:
 
 def signal_lines(text: str) -> int:
     """How many lines start like a log's signals (verdicts, errors, assertion details,
-    traceback frames, section rules): the line-anchored rules alone, one scan."""
-    return len(_ANCHORED.findall("\n" + text))
+    traceback frames, section rules, source quoted behind a numbered gutter): the line-anchored
+    rules alone, one scan each. A linter's report is mostly quoted source: not a document."""
+    text = "\n" + text
+    return len(_ANCHORED.findall(text)) + len(_QUOTED_LINE.findall(text))
 
 
 def signal_count(scores: Sequence[int]) -> int:
