@@ -44,6 +44,9 @@ _ERROR_START = re.compile(
     # src/app.py:3:1: F401 `os` imported but unused
     # (a path holds a letter or a dot: `09:12:33: A1234` is a time)
     r"|(?:[A-Za-z]:)?[^\s:]*[A-Za-z_./][^\s:]*:\d+:\d+: [A-Z]{1,4}\d{2,4}\b"
+    # ruff's full format puts the code first and the location on the next line:
+    # F821 Undefined name `retry_limit`
+    r"|[A-Z]{1,4}\d{3,4}(?: \[\*\])?:?[ \t]+[A-Za-z`'\"(]"
     r"|e: \S|Execution failed for \S"  # Kotlin's compiler, Gradle
     r"|CONFLICT \([^)]*\): \S|Automatic merge failed\b"  # git merge, rebase, cherry-pick
     r"|FAIL: \S"  # unittest, Django: FAIL: test_add (tests.test_calc.CalcTests.test_add)
@@ -123,7 +126,9 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z][.,:;!?]?")  # a word of prose, 
 _NOT_STATUS = re.compile(
     r"[-+|@<>{}\[\]()\"'#]|[dlcbps-][rwxsStT-]{9}"
 )  # diffs, tables, code, ls -l
-_LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
+# `cat -n` output, and source quoted behind a numbered gutter under a diagnostic (gcc, clang,
+# rustc, ruff; Jest's and Babel's `>` frames): code, not an error report.
+_LISTING = re.compile(r"^\s*(?:\d+\t|(?:>\s*)?\d+ +\|)")
 # npm's closing pointers to its log and report files: on every failure, about none of them.
 _POINTER = re.compile(r"npm (?:ERR!|error) (?:A complete log of this run|For a full report see)\b")
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
@@ -161,7 +166,8 @@ _LINE_START_FACT = re.compile(
     r"|Source and dest|\d[\d,]* bytes in|definitely lost|possibly lost|Process terminating"
     r"|SUMMARY: |OK \(|Ran \d|\d+% tests|\d+ (?:examples?|tests?|runs?), "  # _RUN_OUTCOME
     r"|\d+/\d+ Test +#|\d+ - \S+ \(|Direct leak|Indirect leak|WARNING: "  # _ERROR_START
-    r"|ninja: build stopped|\d+ upgraded, |error (?:Command failed|An unexpected))"
+    r"|ninja: build stopped|\d+ upgraded, |error (?:Command failed|An unexpected)"
+    r"|[A-Z]{1,4}\d{3,4}(?: \[\*\])?:?[ \t]+[A-Za-z`'\"(])"  # _ERROR_START: a rule code
 )
 # `.go:\d` written with a look-behind so that the engine tries only the positions holding a "g";
 # "ked at" for "panicked at" (a "k" is rarer than a "p").

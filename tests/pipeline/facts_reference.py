@@ -95,6 +95,7 @@ _ERROR = re.compile(
     r"|^\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
     # A linter's rule code (flake8, ruff, pylint) after a path (a letter or a dot: not a time).
     r"|^(?:[A-Za-z]:)?[^\s:]*[A-Za-z_./][^\s:]*:\d+:\d+: [A-Z]{1,4}\d{2,4}\b"
+    r"|^[A-Z]{1,4}\d{3,4}(?: \[\*\])?:?[ \t]+[A-Za-z`'\"(]"  # ruff: the code first
     r"|^e: \S|^Execution failed for \S"  # Kotlin compiler, Gradle
     r"|^CONFLICT \([^)]*\): \S|^Automatic merge failed\b"  # git merge, rebase, cherry-pick
     r"|^FAIL: \S"  # unittest, Django
@@ -170,7 +171,9 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z][.,:;!?]?")  # a word of prose, 
 _NOT_STATUS = re.compile(
     r"[-+|@<>{}\[\]()\"'#]|[dlcbps-][rwxsStT-]{9}"
 )  # diffs, tables, code, ls -l
-_LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
+# `cat -n` output, and source quoted behind a numbered gutter under a diagnostic (gcc, clang,
+# rustc, ruff; Jest's and Babel's `>` frames): code, not an error report.
+_LISTING = re.compile(r"^\s*(?:\d+\t|(?:>\s*)?\d+ +\|)")
 _NOT_IDENTIFIERS = frozenset({"None", "True", "False", "null", "true", "false", "self", "cls"})
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
 _STEP = re.compile(r"#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment

@@ -595,3 +595,27 @@ def test_npms_pointers_to_its_log_are_neither_verdict_nor_status() -> None:
     facts = extract_facts([tool(out)], quotas=lines)
     assert not any("A complete log" in f or "For a full report" in f for f in facts), facts
     assert "npm error code ENOTCACHED" in facts
+
+
+def test_source_quoted_under_a_diagnostic_is_not_an_error_fact() -> None:
+    """gcc, rustc and ruff quote the code a diagnostic points at behind a numbered gutter; its
+    words ("OSError", "error") are the program's. The diagnostic and its location are facts."""
+    output = "\n".join(
+        [
+            "src/net.c:57:9: error: 'errno_text' undeclared (first use in this function)",
+            "   57 |     if (err) return errno_text(ERROR_TIMEOUT);",
+            "      |                     ^~~~~~~~~~",
+            "F821 Undefined name `retry_limit`",
+            "   --> src/sync.py:88:12",
+            "    |",
+            "87  |     except OSError as error:",
+            "88  |         raise SyncError(f'gave up after {retry_limit} tries') from error",
+            "    |                                          ^^^^^^^^^^^",
+            "Found 1 error.",
+        ]
+    )
+    facts = extract_facts([tool(output)])
+    assert "src/net.c:57:9: error: 'errno_text' undeclared (first use in this function)" in facts
+    assert "F821 Undefined name `retry_limit`" in facts
+    assert "--> src/sync.py:88:12" in facts
+    assert not [f for f in facts if "|" in f], facts
