@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from proxy.pipeline.compact.scoring import ERRNO_MESSAGES, glued_reports
+from proxy.pipeline.compact.scoring import ERRNO_MESSAGES, frames_source, glued_reports
 
 # Memcheck's error kinds (Valgrind manual, "Explanation of error messages from Memcheck"), read
 # after Valgrind's `==PID==` line prefix (_bare).
@@ -126,9 +126,11 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z][.,:;!?]?")  # a word of prose, 
 _NOT_STATUS = re.compile(
     r"[-+|@<>{}\[\]()\"'#]|[dlcbps-][rwxsStT-]{9}"
 )  # diffs, tables, code, ls -l
-# `cat -n` output, and source quoted behind a numbered gutter under a diagnostic (gcc, clang,
-# rustc, ruff; Jest's and Babel's `>` frames): code, not an error report.
-_LISTING = re.compile(r"^\s*(?:\d+\t|(?:>\s*)?\d+ +\|)")
+_LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
+# Source quoted behind a numbered gutter under a diagnostic (gcc, clang, rustc, ruff; Jest's and
+# Babel's `>` frames): code, not an error report. Only in a text holding the gutter's bare lines
+# (`   |`, `   |     ^~~~`): a table's numbered rows (psql) look the same otherwise.
+_GUTTER = re.compile(r"^\s*(?:>\s*)?\d+ +\|")
 # npm's closing pointers to its log and report files: on every failure, about none of them.
 _POINTER = re.compile(r"npm (?:ERR!|error) (?:A complete log of this run|For a full report see)\b")
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
@@ -195,8 +197,9 @@ def _bare(stripped: str) -> str:
     return stripped
 
 
-def _error_line(line: str) -> tuple[str, str] | None:
-    """(category, line) when one line, outside a traceback, reports an error or how a run ended."""
+def _error_line(line: str, framed: bool = False) -> tuple[str, str] | None:
+    """(category, line) when one line, outside a traceback, reports an error or how a run ended.
+    `framed`: the text quotes source behind a gutter (`frames_source`)."""
     stripped = _bare(line.strip())
     outcome = _OUTCOME.match(stripped)
     if outcome:
@@ -208,6 +211,7 @@ def _error_line(line: str) -> tuple[str, str] | None:
     code = stripped.lstrip("+-> ")  # diff and quote prefixes
     if (
         _LISTING.match(line)
+        or (framed and _GUTTER.match(line))
         or _POINTER.match(stripped)
         or stripped.startswith("@@")
         or (code.startswith(_CODE_START) and not _STEP.match(code))
@@ -232,6 +236,7 @@ def error_lines(text: str) -> list[tuple[str, str]]:
     """
     if _ODD_BREAK.search(text):
         text = _BREAKS.sub("\n", text)  # the lines of str.splitlines()
+    framed = frames_source(text)
     matches = list(_LINE_START_FACT.finditer("\n" + text))
     starts = {m.start() for m in matches}
     search, find = _ANYWHERE_FACT.search, text.find
@@ -270,7 +275,7 @@ def error_lines(text: str) -> list[tuple[str, str]]:
         elif start in details and _GO_DETAIL.match(line):
             found.append(("errors", line.strip()))
         else:
-            fact = _error_line(line)
+            fact = _error_line(line, framed)
             if fact:
                 found.append(fact)
                 if fact[0] == "errors" and end >= 0:

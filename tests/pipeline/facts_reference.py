@@ -171,9 +171,12 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z][.,:;!?]?")  # a word of prose, 
 _NOT_STATUS = re.compile(
     r"[-+|@<>{}\[\]()\"'#]|[dlcbps-][rwxsStT-]{9}"
 )  # diffs, tables, code, ls -l
-# `cat -n` output, and source quoted behind a numbered gutter under a diagnostic (gcc, clang,
-# rustc, ruff; Jest's and Babel's `>` frames): code, not an error report.
-_LISTING = re.compile(r"^\s*(?:\d+\t|(?:>\s*)?\d+ +\|)")
+_LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
+# Source quoted behind a numbered gutter under a diagnostic (gcc, clang, rustc, ruff; Jest's and
+# Babel's `>` frames): code, not an error report. Only in a text holding the gutter's bare lines
+# (`   |`, `   |     ^~~~`): a table's numbered rows (psql) look the same otherwise.
+_GUTTER = re.compile(r"^\s*(?:>\s*)?\d+ +\|")
+_BARE_GUTTER = re.compile(r"^[ \t]+\|[ \t]*(?:[\^~-][^\n]*)?$", re.MULTILINE)
 _NOT_IDENTIFIERS = frozenset({"None", "True", "False", "null", "true", "false", "self", "cls"})
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
 _STEP = re.compile(r"#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment
@@ -273,6 +276,7 @@ def _error_lines(text: str) -> Iterator[tuple[str, str]]:
     in_traceback = after_error = False
     # stdout flushed in blocks, Valgrind's stderr at once: a report line may follow half a line.
     lines = re.sub(r"(?<=[^\n=])(?===\d+==)", "\n", text).splitlines()
+    framed = "|" in text and _BARE_GUTTER.search(text) is not None
     for n, line in enumerate(lines):
         stripped = line.strip()
         if not stripped:
@@ -316,6 +320,7 @@ def _error_lines(text: str) -> Iterator[tuple[str, str]]:
         code = stripped.lstrip("+-> ")  # diff and quote prefixes
         if (
             _LISTING.match(line)
+            or (framed and _GUTTER.match(line))
             or re.match(_NPM_POINTER, stripped)
             or stripped.startswith("@@")
             or (code.startswith(_CODE_START) and not _STEP.match(code))

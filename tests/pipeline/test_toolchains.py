@@ -18,6 +18,7 @@ from proxy.pipeline.compact.scoring import (
     SUMMARY,
     score_lines,
 )
+from proxy.pipeline.facts import extract_facts
 from tests.pipeline.counters import tik
 from tests.pipeline.ecosystems import logs
 from tests.pipeline.ecosystems_native import ruff_full
@@ -133,11 +134,29 @@ def test_a_lint_run_keeps_its_one_real_bug_among_the_style_nits(seed: int, budge
 @pytest.mark.parametrize("gutter", ["  14 |     ", "14  | "])
 def test_source_quoted_behind_a_numbered_gutter_is_not_an_error(gutter: str, code: str) -> None:
     """gcc, clang, rustc, ruff and Jest quote the code a diagnostic points at: its words are the
-    program's, not the run's. Without the gutter the same words rank."""
-    assert alone(gutter + code) == NORMAL
+    program's, not the run's. Without the gutter the same words rank; so do they in a text
+    without the gutter's bare lines (`   |`), where a numbered row is a table's (psql)."""
+
+    def framed(line: str) -> int:
+        lines = [*FILLER, "   |", line, "   |     ^~~~~", *FILLER]
+        return score_lines(lines)[len(FILLER) + 1]
+
+    assert framed(gutter + code) == NORMAL
     assert alone(code) >= MEDIUM
+    assert alone(gutter + code) >= MEDIUM
     # Jest's and Babel's frames point at the failing line with `>`: a detail, never an error.
-    assert alone("> 14 |   " + code) <= MEDIUM
+    assert framed("> 14 |   " + code) <= MEDIUM
+
+
+def test_a_tables_numbered_rows_keep_their_words() -> None:
+    """psql prints numbered rows behind ` | ` too, but no bare gutter lines: a failed row is
+    the one the query was run for."""
+    rows = [f" {i:>3} | ok     | synced {i * 7} rows" for i in range(1, 300)]
+    rows[150] = " 151 | failed | connection refused by db-primary:5432"
+    lines = [" id  | status | message", "-----+--------+---------", *rows, "(299 rows)"]
+    assert score_lines(lines)[152] >= STRONG
+    facts = extract_facts([{"role": "tool", "tool_call_id": "c", "content": "\n".join(lines)}])
+    assert any("connection refused by db-primary:5432" in f for f in facts), facts
 
 
 def test_a_quoted_line_still_gets_context_from_its_diagnostic() -> None:

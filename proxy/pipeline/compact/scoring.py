@@ -299,8 +299,19 @@ _RULES = (
 # Jest code frames: `  14 |     if (err) return ERROR_INVALID;`): the program's code, not its
 # message. Its words ("error", "exit", "invalid") say nothing about the run; the diagnostic
 # above it lends it context when that is kept.
+# Only in a text that also holds the gutter's bare lines (`   |`, `   |     ^~~~`): a table's
+# numbered rows (psql: ` 17 | failed | connection refused`) look the same otherwise.
 _QUOTED = re.compile(r"[ \t]*+(?:>[ \t]*)?\d+[ \t]+\|")
 _QUOTED_LINE = re.compile(r"\n[ \t]*+(?:>[ \t]*)?\d+[ \t]+\|")
+_BARE_GUTTER = re.compile(r"^[ \t]+\|[ \t]*(?:[\^~-][^\n]*)?$", re.MULTILINE)
+
+
+def frames_source(text: str) -> bool:
+    """Whether the text quotes source behind a numbered gutter, as compilers and linters do
+    under a diagnostic: it holds the gutter's bare lines."""
+    return "|" in text and _BARE_GUTTER.search(text) is not None
+
+
 _TRACEBACK = "traceback (most recent call last):"
 _WORD = re.compile(r"\w+")
 MIN_REPEATS = 3  # first + last + at least one between
@@ -434,6 +445,7 @@ def score_lines(lines: Sequence[str]) -> list[int]:
         if glued is not None:
             i = bisect_right(starts, at) - 1
             scores[i] = max(scores[i], _GROUP_SCORES[glued.lastgroup or "minor"])
+    framed = frames_source(text)
     quoted: dict[int, bool] = {}
     for rule in _RULES:
         candidates = {i for t in rule.triggers for i in finder.lines_with(t)}
@@ -443,7 +455,7 @@ def score_lines(lines: Sequence[str]) -> list[int]:
                 continue
             line = low_lines[i]
             if all(r in line for r in requires) and search(lines[i] if rule.cased else line):
-                q = quoted.get(i)
+                q = quoted.get(i) if framed else False
                 if q is None:
                     q = quoted[i] = _QUOTED.match(line) is not None
                 if not q:
@@ -467,8 +479,8 @@ def signal_lines(text: str) -> int:
     """How many lines start like a log's signals (verdicts, errors, assertion details,
     traceback frames, section rules, source quoted behind a numbered gutter): the line-anchored
     rules alone, one scan each. A linter's report is mostly quoted source: not a document."""
-    text = "\n" + text
-    return len(_ANCHORED.findall(text)) + len(_QUOTED_LINE.findall(text))
+    quoted = len(_QUOTED_LINE.findall("\n" + text)) if frames_source(text) else 0
+    return len(_ANCHORED.findall("\n" + text)) + quoted
 
 
 def signal_count(scores: Sequence[int]) -> int:
