@@ -16,7 +16,6 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress
@@ -25,16 +24,13 @@ from proxy.pipeline.compact import markers, outline
 from proxy.pipeline.compact.runs import find_runs, last_redraw
 from proxy.pipeline.compact.scoring import (
     MEDIUM,
-    MIN_REPEATS,
-    MINOR,
     NORMAL,
     SIMILAR,
     STRONG,
-    score_lines,
+    scores_and_repeats,
     signal_count,
     signal_lines,
 )
-from proxy.pipeline.compact.scoring import shape as line_shape
 
 Count = Callable[[str], int]
 
@@ -76,6 +72,7 @@ class _Lines:
     score: list[int]
     dup: list[bool]
     run: list[int]
+    repeated: frozenset[int]  # the last line of each signal shape seen many times
 
 
 def _is_plain(text: str, lines: Sequence[str], scores: Sequence[int], runs: Sequence[int]) -> bool:
@@ -158,12 +155,7 @@ def _select(work: _Lines, budget: int, marker_cost: int, shape: Shape) -> list[b
     # (`scoring._repeats` keeps the first and the last at their rank) goes after those of its
     # score: its first already said it, and a shape seen once (the one real bug in a lint
     # run's hundred style nits) says what no other line does.
-    # (The others of the shape were demoted to MINOR.)
-    lines = [i for i in range(n) if score[i] in (MEDIUM, MINOR)]
-    shapes = [line_shape(work.text[i]) for i in lines]
-    members = Counter(shapes)
-    last_of = {key: i for i, key in zip(lines, shapes, strict=True) if score[i] == MEDIUM}
-    later = {i for key, i in last_of.items() if members[key] >= MIN_REPEATS}
+    later = {i for i in work.repeated if score[i] == MEDIUM}
     strong = sorted(
         (i for i in range(n) if score[i] > NORMAL and not keep[i] and not dup[i]),
         key=lambda i: (-score[i], i in later, *rank(i)[1:]),
@@ -292,12 +284,13 @@ class Reading:
     plain: bool
     defs: list[tuple[int, int]]  # the outline's candidates: (line, depth)
     what: str  # what the outline lists
+    repeated: frozenset[int] = frozenset()  # see scoring.scores_and_repeats
 
 
 def read(text: str) -> Reading:
     """Score, find runs and recognise a diff, search results, source code or a document."""
     lines = [last_redraw(line) for line in text.split("\n")]
-    scores = score_lines(lines)
+    scores, repeated = scores_and_repeats(lines)
     dup, run = find_runs(lines)
     diff = outline.is_diff(text, lines)
     files = None if diff else outline.match_files(lines)
@@ -316,6 +309,7 @@ def read(text: str) -> Reading:
     n = len(lines)
     if plain:
         scores = [NORMAL] * n
+        repeated = frozenset()
         dup, run = [False] * n, [-1] * n
     else:
         inside = [i for i in range(1, n - 1) if run[i] >= 0 and run[i - 1] == run[i] == run[i + 1]]
@@ -332,7 +326,7 @@ def read(text: str) -> Reading:
         defs, what = (outline.definitions(lines) if plain else []), "definitions"
     if not outline.MIN_DEFINITIONS <= len(defs) <= outline.MAX_DENSITY * len(lines):
         defs = []  # not code, or a table of names (a config, a data dump): no map to draw
-    return Reading(lines, scores, dup, run, plain, defs, what)
+    return Reading(lines, scores, dup, run, plain, defs, what, repeated)
 
 
 def compact_lines(
@@ -343,7 +337,7 @@ def compact_lines(
     r = reading or read(text)
     plain, defs, what = r.plain, r.defs, r.what
     original = line_costs(text, r.lines, count)
-    work = _Lines(list(r.lines), list(original), original, r.scores, r.dup, r.run)
+    work = _Lines(list(r.lines), list(original), original, r.scores, r.dup, r.run, r.repeated)
     marker_cost = count(markers.lines_omitted(99_999, 9_999_999)) + 1
     _cut_long(work, budget, marker_cost)
     shape = TEXT if plain else LOG

@@ -77,15 +77,16 @@ _ANCHORED = re.compile(
     r"|[\d,]+ bytes in [\d,]+ blocks are (?:definitely|possibly) lost|Process terminating with)"
     r"|(?P<section>={3,} [^\n]* ={3,}$)"
     r"|(?P<medium>[E>][ \t]+\S|File \"[^\"\n]+\", line \d+"
-    # pytest's line closing each failure: where it was raised, and what.
-    r"|[^\s:]+:\d+: [\w.]*(?:Error|Exception|Failure|Exit|Interrupt)$"
+    # After `path:line:`, pytest's line closing each failure (where it was raised, and what), or
+    # a linter's diagnostic behind `path:line:col:` (flake8, pylint, ruff --output-format
+    # concise); one scan of the path for both, which nothing else may hold (possessive).
+    r"|[^\s:]++:\d+:(?: [\w.]*(?:Error|Exception|Failure|Exit|Interrupt)$"
+    r"|\d+:[ \t]+[A-Z]{1,4}\d{3,4}\b)"
     # An assertion's two sides (Jest, Vitest, Chai, JUnit and others print them on own lines).
     r"|(?:Expected|Received|Actual)(?: value)?:"
-    # A linter's diagnostic: its rule code first (ruff's full format: `F401 [*] `os` imported
-    # but unused`; pydocstyle, Hadolint, ShellCheck), or behind `path:line:col:` (flake8,
-    # pylint, ruff --output-format concise). Lint runs rarely say "error".
-    r"|[A-Z]{1,4}\d{3,4}(?: \[\*\])?:?[ \t]+[A-Za-z`'\"(]"
-    r"|[^\s:]+:\d+:\d+:[ \t]+[A-Z]{1,4}\d{3,4}\b)"
+    # A linter's diagnostic led by its rule code (ruff's full format: `F401 [*] `os` imported
+    # but unused`; pydocstyle, Hadolint, ShellCheck). Lint runs rarely say "error".
+    r"|[A-Z]{1,4}\d{3,4}(?: \[\*\])?:?[ \t]+[A-Za-z`'\"(])"
     r"|(?P<minor>_{3,} [^\n]* _{3,}$)"
     r")",
     re.MULTILINE,  # for the `$` ends of some alternatives
@@ -303,18 +304,19 @@ _RULES = (
 # numbered rows (psql: ` 17 | failed | connection refused`) look the same otherwise.
 _QUOTED = re.compile(r"[ \t]*+(?:>[ \t]*)?\d+[ \t]+\|")
 _QUOTED_LINE = re.compile(r"\n[ \t]*+(?:>[ \t]*)?\d+[ \t]+\|")
-_BARE_GUTTER = re.compile(r"^[ \t]+\|[ \t]*(?:[\^~-][^\n]*)?$", re.MULTILINE)
+# From a newline (put in front of the text), so the engine skips from newline to newline.
+_BARE_GUTTER = re.compile(r"\n[ \t]+\|[ \t]*(?:[\^~-][^\n]*)?(?![^\n])")
 
 
 def frames_source(text: str) -> bool:
     """Whether the text quotes source behind a numbered gutter, as compilers and linters do
     under a diagnostic: it holds the gutter's bare lines."""
-    return "|" in text and _BARE_GUTTER.search(text) is not None
+    return "|" in text and _BARE_GUTTER.search("\n" + text) is not None
 
 
 _TRACEBACK = "traceback (most recent call last):"
 _WORD = re.compile(r"\w+")
-MIN_REPEATS = 3  # first + last + at least one between
+_MIN_REPEATS = 3  # first + last + at least one between
 
 
 def _automaton() -> ahocorasick.Automaton:
@@ -395,7 +397,7 @@ def shape(line: str) -> str:
     return line[:end] + _WORD.sub("w", line[end:])
 
 
-def _repeats(lines: Sequence[str], scores: list[int]) -> None:
+def _repeats(lines: Sequence[str], scores: list[int]) -> frozenset[int]:
     """Signal lines of one shape seen many times: keep the first and the last at their rank.
 
     A run of 34 `FAILED tests/...::test_x - ` lines says one thing 34 times; ranked all alike,
@@ -403,6 +405,7 @@ def _repeats(lines: Sequence[str], scores: list[int]) -> None:
     summary's neighbours. The others of the shape drop one rank (verdicts and errors to MEDIUM,
     MEDIUM lines to MINOR): still kept before ordinary lines when there is room, but after the
     distinct signals. Done before context spreads, so the repeats lend none to their neighbours.
+    Returns the last line of each such shape.
     """
     first: dict[str, int] = {}
     last: dict[str, int] = {}
@@ -414,12 +417,19 @@ def _repeats(lines: Sequence[str], scores: list[int]) -> None:
         last[key] = i
         members[key] = members.get(key, 0) + 1
     for i, key in zip(signals, keys, strict=True):
-        if members[key] >= MIN_REPEATS and i != first[key] and i != last[key]:
+        if members[key] >= _MIN_REPEATS and i != first[key] and i != last[key]:
             scores[i] = MEDIUM if scores[i] > MEDIUM else MINOR
+    return frozenset(i for key, i in last.items() if members[key] >= _MIN_REPEATS)
 
 
 def score_lines(lines: Sequence[str]) -> list[int]:
     """One score per line (see the constants above); context spreads from errors and verdicts."""
+    return scores_and_repeats(lines)[0]
+
+
+def scores_and_repeats(lines: Sequence[str]) -> tuple[list[int], frozenset[int]]:
+    """`score_lines`, and the last line of each signal shape seen many times (`_repeats` keeps
+    it at its rank, like the first, which already said the same)."""
     text = "\n".join(lines)
     low = text.lower()
     low_lines = low.split("\n")
@@ -463,7 +473,7 @@ def score_lines(lines: Sequence[str]) -> list[int]:
     for i, s in enumerate(scores):
         if s > MEDIUM and lines[i].startswith("E "):
             scores[i] = MEDIUM  # pytest's assertion detail: useful, but below the verdict lines
-    _repeats(lines, scores)
+    repeated = _repeats(lines, scores)
     _tracebacks(lines, scores, finder.lines_with(_TRACEBACK))
     # Context: one line before an error or verdict, two after (gcc prints the source line and a
     # caret under it; pytest prints the assertion; a verdict's neighbours are usually verdicts).
@@ -472,7 +482,7 @@ def score_lines(lines: Sequence[str]) -> list[int]:
         for j in (i - 1, i + 1, i + 2):
             if 0 <= j < n and scores[j] < CONTEXT and lines[j].strip():
                 scores[j] = CONTEXT
-    return scores
+    return scores, repeated
 
 
 def signal_lines(text: str) -> int:
