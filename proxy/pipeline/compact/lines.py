@@ -241,14 +241,19 @@ def _render(
 
 
 def _outlined(
-    work: _Lines, target: int, marker_cost: int, defs: list[tuple[int, int]], extra: int
+    work: _Lines,
+    target: int,
+    marker_cost: int,
+    defs: list[tuple[int, int]],
+    extra: int,
+    share: float = outline.SHARE,
 ) -> tuple[list[bool], list[int]]:
     """Head and tail of a source text in what is left after a share for its outline, and the
     definitions listed from its gap (none when the gap holds too few to be worth a list)."""
     keep = _select(work, target, marker_cost, TEXT)
     if sum(1 for i, _ in defs if not keep[i]) < outline.MIN_DEFINITIONS:
         return keep, []
-    room = int(target * outline.SHARE)
+    room = int(target * share)
     keep = _select(work, target - room, marker_cost, TEXT)
     gap = [(i, depth) for i, depth in defs if not keep[i]]
     listed = outline.choose(gap, work.cost, room - extra)
@@ -285,6 +290,7 @@ class Reading:
     defs: list[tuple[int, int]]  # the outline's candidates: (line, depth)
     what: str  # what the outline lists
     repeated: frozenset[int] = frozenset()  # see scoring.scores_and_repeats
+    share: float = outline.SHARE  # of a budget, at most, for the outline
 
 
 def read(text: str) -> Reading:
@@ -292,10 +298,12 @@ def read(text: str) -> Reading:
     lines = [last_redraw(line) for line in text.split("\n")]
     scores, repeated = scores_and_repeats(lines)
     dup, run = find_runs(lines)
-    diff = outline.is_diff(text, lines)
+    commits = outline.commit_map(lines, text)
+    diff = commits is not None or outline.is_diff(text, lines)
     files = None if diff else outline.match_files(lines)
-    # A diff or a source file is code and search results are matches, whatever words they hold:
-    # no log scoring. Nor for a document without a log's errors: its map is its headings.
+    # A diff, a commit log or a source file is code and search results are matches, whatever
+    # words they hold: no log scoring. Nor for a document without a log's errors: its map is its
+    # headings.
     plain = diff or files is not None or _is_plain(text, lines, scores, run)
     heads = None
     if not diff and files is None:
@@ -316,6 +324,9 @@ def read(text: str) -> Reading:
         for i in inside:
             if scores[i] <= NORMAL:
                 scores[i] = SIMILAR
+    if commits is not None:  # as dense as its commits are short: no table of names
+        what = "commits' subjects and hashes"
+        return Reading(lines, scores, dup, run, plain, commits, what, share=outline.COMMIT_SHARE)
     if diff:
         defs, what = outline.diff_map(lines), "file and hunk headers"
     elif files is not None:
@@ -350,7 +361,7 @@ def compact_lines(
     target = budget
     for _ in range(_ATTEMPTS):
         if defs:
-            keep, listed = _outlined(work, target, marker_cost, defs, extra)
+            keep, listed = _outlined(work, target, marker_cost, defs, extra, r.share)
         else:
             keep, listed = _select(work, target, marker_cost, shape), []
         out, omitted = _render(work, keep, listed, what)

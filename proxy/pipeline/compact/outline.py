@@ -10,8 +10,10 @@ with fewer than MIN_DEFINITIONS such lines is not treated as code.
 
 A unified diff (`git diff`, `git show`) is code too, not a log: its map is its file headers
 (`diff --git a/x b/x`) and hunk headers (`@@ -12,7 +12,9 @@ def f`), which say which files and
-functions the omitted part changes. So is `grep -rn` output (`path:line:text` on every line): a
-match that mentions "error" is no error, and its map is the first match in each file. Pure.
+functions the omitted part changes. A `git log` is a list of commits, not a log either: its map
+is each commit's hash line and subject (and with `-p`, its diff's headers). So is `grep -rn`
+output (`path:line:text` on every line): a match that mentions "error" is no error, and its map
+is the first match in each file. Pure.
 """
 
 from __future__ import annotations
@@ -300,3 +302,47 @@ def first_matches(files: Sequence[str | None]) -> list[tuple[int, int]]:
         if name is not None:
             previous = name
     return out
+
+
+# `git log` in any format with headers (medium, full, fuller; with --stat, -p or --graph): a
+# `commit <hash>` line, header lines (`Author:`, `Merge:`, `Date:`...) up to a blank line, then
+# the message indented. Its `N files changed` lines are no verdicts and its messages' words
+# ("fix the error in ...") no errors: it is read like a diff, with the commits as its map.
+_COMMIT = re.compile(r"[*|/\\ ]*commit [0-9a-f]{7,64}(?![\w-])")
+_HEADERS = ("Author:", "Merge:")
+_GRAPH = "*|/\\ _"  # what `--graph` draws before a line
+_MESSAGE_SEARCH = 12  # lines after a commit line where its header and subject must be
+# A commit log's subjects are most of what it says: they get more of the budget than a source
+# file's definitions, which stand beside the code they name.
+COMMIT_SHARE = 0.6
+
+
+def commit_map(lines: Sequence[str], text: str) -> list[tuple[int, int]] | None:
+    """(index, rank) of each commit's hash line and subject (rank 0: a subject says what the
+    commit did, its hash how to `git show` it) in `git log` output, plus a diff's file (2) and
+    hunk (4) headers; None when the text holds fewer than MIN_DEFINITIONS commits, each a
+    `commit` line followed by an `Author:` or `Merge:` line."""
+    if text.count("commit ") < MIN_DEFINITIONS:
+        return None
+    found: list[tuple[int, int]] = []
+    commits = 0
+    n = len(lines)
+    for i, line in enumerate(lines):
+        if line.startswith(("diff ", "@@ ")):
+            found.append((i, 2 if line[0] == "d" else 4))
+            continue
+        if "commit " not in line or not _COMMIT.match(line) or i + 1 >= n:
+            continue
+        if not lines[i + 1].lstrip(_GRAPH).startswith(_HEADERS):
+            continue
+        commits += 1
+        found.append((i, 0))
+        j = i + 2
+        end = min(n, i + _MESSAGE_SEARCH)
+        while j < end and lines[j].strip(_GRAPH):  # the rest of the header
+            j += 1
+        while j < end and not lines[j].strip(_GRAPH):  # the blank line(s) after it
+            j += 1
+        if j < end and not _COMMIT.match(lines[j]):
+            found.append((j, 0))
+    return sorted(found) if commits >= MIN_DEFINITIONS else None
