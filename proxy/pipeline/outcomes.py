@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import re
 
-from proxy.pipeline.compact.scoring import ERRNO_MESSAGES, frames_source, glued_reports
+from proxy.pipeline.compact.rules import ERRNO_MESSAGES
+from proxy.pipeline.compact.scoring import frames_source, glued_reports
 
 # Memcheck's error kinds (Valgrind manual, "Explanation of error messages from Memcheck"), read
 # after Valgrind's `==PID==` line prefix (_bare).

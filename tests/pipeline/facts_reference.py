@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from proxy.pipeline.compact.scoring import ERRNO_MESSAGES
+from proxy.pipeline.compact.rules import ERRNO_MESSAGES
 from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.types import Message
 

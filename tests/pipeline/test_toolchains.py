@@ -10,14 +10,8 @@ import pytest
 
 from proxy.pipeline.compact import compact_text
 from proxy.pipeline.compact.lines import read
-from proxy.pipeline.compact.scoring import (
-    CONTEXT,
-    MEDIUM,
-    NORMAL,
-    STRONG,
-    SUMMARY,
-    score_lines,
-)
+from proxy.pipeline.compact.rules import CONTEXT, MEDIUM, NORMAL, STRONG, SUMMARY
+from proxy.pipeline.compact.scoring import score_lines
 from proxy.pipeline.facts import extract_facts
 from tests.pipeline.counters import tik
 from tests.pipeline.ecosystems import logs
@@ -184,3 +178,34 @@ def test_a_lint_report_of_quoted_source_is_a_log_not_a_document() -> None:
     assert not reading.plain and reading.what != "headings"
     done = compact_text(text, 409, tik)
     assert done is not None and all(n in done.text for n in log.needles)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import time:       215 |        215 |   email.errors",  # python -X importtime
+        "import time:       310 |       1024 | urllib3.exceptions",
+        "│ │ ├── es-errors@1.3.0 deduped",  # npm ls
+        "npm http fetch GET 200 https://registry.npmjs.org/ajv-errors 12ms (cache miss)",
+        '    "assertion-error": {',  # npm ls --json
+        "-rw-r--r-- 1 user user  4213 Nov 30 09:12 errors.py",  # ls -l
+        "│ ├── UNMET OPTIONAL DEPENDENCY fsevents@^2.3.2",  # not installed on Linux, by design
+    ],
+)
+def test_a_name_holding_an_error_word_is_no_error(line: str) -> None:
+    """A module, package or file named for errors says nothing went wrong; the same words
+    standing alone in a sentence still rank."""
+    assert alone(line) == NORMAL
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "build finished with 3 errors.",
+        "warning: unused variable 'x' [-Wunused-variable]",
+        "│ ├── UNMET DEPENDENCY left-pad@^1.3.0",
+        "Could not import module; the email errors are fatal",
+    ],
+)
+def test_error_words_in_a_sentence_still_rank(line: str) -> None:
+    assert alone(line) >= MEDIUM
