@@ -209,3 +209,79 @@ def test_a_name_holding_an_error_word_is_no_error(line: str) -> None:
 )
 def test_error_words_in_a_sentence_still_rank(line: str) -> None:
     assert alone(line) >= MEDIUM
+
+
+@pytest.mark.parametrize(
+    ("line", "least"),
+    [
+        ("      ✕ applies 8.25% tax and rounds half up (1 ms)", STRONG),  # Jest, Vitest
+        ("  ✗ rejects an empty cart", STRONG),
+        ("  ● pricing › group 2 › applies 8.25% tax and rounds half up", MEDIUM),  # Jest
+        ("  1) TokenBucket#headers", MEDIUM),  # mocha's failure report
+        ("  left: 2500", MEDIUM),  # Rust's assert_eq!
+        (" right: 2499", MEDIUM),
+        ("src/mod27.cpp:13:14:   required from here", MEDIUM),  # g++'s template backtrace
+        ('{"level":50,"time":1764600024050,"msg":"batch failed","batch":26}', STRONG),  # pino
+        ('{"level": 60, "msg": "cannot continue"}', STRONG),
+    ],
+)
+def test_test_runners_failure_lines_rank(line: str, least: int) -> None:
+    assert alone(line) >= least
+
+
+def test_a_pino_info_line_is_ordinary() -> None:
+    assert alone('{"level":30,"time":1764600024050,"msg":"batch committed","batch":25}') == NORMAL
+
+
+def jest_verbose(rng: random.Random) -> tuple[str, list[str]]:
+    """`jest --verbose`: hundreds of passing tests, three failing in the middle."""
+    lines, failed = ["FAIL __tests__/pricing.test.js", "  pricing"], []
+    for g in range(12):
+        lines.append(f"    group {g}")
+        for t in range(20):
+            if (g, t) in ((3, 7), (6, 2), (9, 15)):
+                name = f"applies rule {g}.{t} to a mixed cart"
+                failed.append(f"✕ {name} ({rng.randint(1, 9)} ms)")
+                lines.append(f"      {failed[-1]}")
+            else:
+                ms = f" ({rng.randint(1, 9)} ms)" if rng.random() < 0.3 else ""
+                lines.append(f"      ✓ handles case {g}-{t} (n={rng.randint(10, 500)}){ms}")
+    lines += ["", "Tests:       3 failed, 237 passed, 240 total", "Time:        1.39 s"]
+    return "\n".join(lines), failed
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_verbose_jest_run_keeps_its_failed_tests(seed: int) -> None:
+    text, failed = jest_verbose(random.Random(seed))
+    done = compact_text(text, 409, tik)
+    assert done is not None and done.tokens_after <= 409
+    assert all(f in done.text for f in failed), failed
+
+
+def eslint_stylish(files: int = 30, bad: int = 17) -> str:
+    """ESLint's default report: a file's path, then its diagnostics located by `line:col`."""
+    out = []
+    for f in range(files):
+        out.append(f"/home/user/app/src/module_{f}.js")
+        for k in range(6):
+            out.append(f"  {k * 7 + 3}:5  warning  'tmp{k}' is never used  no-unused-vars")
+        if f == bad:
+            out.append("  61:9  error    'formatCents' is not defined  no-undef")
+        out.append("")
+    out.append(f"✖ {files * 6 + 1} problems (1 error, {files * 6} warnings)")
+    return "\n".join(out)
+
+
+def test_an_eslint_errors_file_header_is_its_context() -> None:
+    """Kept without its group's header, the error would read as the previous file's."""
+    text = eslint_stylish()
+    lines = text.split("\n")
+    header = lines.index("/home/user/app/src/module_17.js")
+    assert score_lines(lines)[header] == CONTEXT
+    assert score_lines(lines)[header - 8] == NORMAL  # a file holding only warnings
+    done = compact_text(text, 409, tik)
+    assert done is not None
+    kept = done.text.split("\n")
+    error = kept.index("  61:9  error    'formatCents' is not defined  no-undef")
+    before = [line for line in kept[:error] if line.startswith("/home/")]
+    assert before and before[-1] == "/home/user/app/src/module_17.js"

@@ -62,6 +62,8 @@ ANCHORED = re.compile(
     # (a backtracking `[\w.]*` would retry six suffixes at every character of every first word).
     r"|[\w.]*+(?:(?<=Error)|(?<=Exception)|(?<=Exit)|(?<=Interrupt)|(?<=Failure)|(?<=Fault))(?::|$)"
     r"|make(?:\[\d+\])?: \*\*\*|× "
+    # A failed test's mark in Jest's, Vitest's and other runners' listings (`✕ adds (4 ms)`).
+    r"|[✕✗✘] \S"
     # Memcheck's error kinds (Valgrind manual, "Explanation of error messages from Memcheck").
     r"|Invalid (?:read|write|free|realloc)\b|Mismatched (?:free|delete)|Conditional jump or move"
     r"|Use of uninitialised value|Syscall param \S+ points to|Source and destination overlap"
@@ -72,9 +74,13 @@ ANCHORED = re.compile(
     # a linter's diagnostic behind `path:line:col:` (flake8, pylint, ruff --output-format
     # concise); one scan of the path for both, which nothing else may hold (possessive).
     r"|[^\s:]++:\d+:(?: [\w.]*(?:Error|Exception|Failure|Exit|Interrupt)$"
-    r"|\d+:[ \t]+[A-Z]{1,4}\d{3,4}\b)"
+    r"|\d+:[ \t]+[A-Z]{1,4}\d{3,4}\b"
+    # g++'s template backtrace ends at the user's own line that set it off.
+    r"|\d+:[ \t]+required from here$)"
     # An assertion's two sides (Jest, Vitest, Chai, JUnit and others print them on own lines).
-    r"|(?:Expected|Received|Actual)(?: value)?:"
+    r"|(?:Expected|Received|Actual)(?: value)?:|(?:left|right): "
+    # Jest's header of each failure's report (`● suite › test`), mocha's (`1) suite`).
+    r"|● \S|\d+\) \S"
     # A linter's diagnostic led by its rule code (ruff's full format: `F401 [*] `os` imported
     # but unused`; pydocstyle, Hadolint, ShellCheck). Lint runs rarely say "error".
     r"|[A-Z]{1,4}\d{3,4}(?: \[\*\])?:?[ \t]+[A-Za-z`'\"(])"
@@ -239,10 +245,22 @@ RULES = (
     # logger name (Python's logging, logback/log4j, Go's and Rust's loggers, syslog), or in a
     # JSON line. Its WARN and INFO neighbours are only words.
     Rule(
-        ("error", "fatal", "critical", "severe", "panic"),
+        (
+            "error",
+            "fatal",
+            "critical",
+            "severe",
+            "panic",
+            '"level":50',
+            '"level":60',
+            '"level": 50',
+            '"level": 60',
+        ),
         re.compile(
             r"(?:^|[\s\[|(])(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC)[\s:\]|)]+\S"
             r"|\"(?:level|severity|lvl)\"\s*:\s*\"(?i:error|fatal|critical|panic)\""
+            # pino's and bunyan's numeric levels: 50 is error, 60 fatal.
+            r"|\"level\"\s*:\s*[56]0\b"
         ),
         STRONG,
         cased=True,

@@ -235,7 +235,25 @@ def scores_and_repeats(lines: Sequence[str]) -> tuple[list[int], frozenset[int]]
         for j in (i - 1, i + 1, i + 2):
             if 0 <= j < n and scores[j] < CONTEXT and lines[j].strip():
                 scores[j] = CONTEXT
+    _file_headers(lines, scores, anchors)
     return scores, repeated
+
+
+# A diagnostic that gives only `line:col` (ESLint's and stylelint's default format): its file is
+# the unindented line heading its group.
+_BARE_LOCATION = re.compile(r"[ \t]+\d+:\d+[ \t]")
+
+
+def _file_headers(lines: Sequence[str], scores: list[int], anchors: Sequence[int]) -> None:
+    """The header of each group holding an error located by `line:col` alone is its context:
+    kept without it, the error reads as the previous group's file's."""
+    errors = {i for i in anchors if _BARE_LOCATION.match(lines[i])}
+    header = -1
+    for i, line in enumerate(lines) if errors else ():
+        if line[:1] not in ("", " ", "\t"):
+            header = i
+        elif i in errors and header >= 0 and scores[header] < CONTEXT:
+            scores[header] = CONTEXT
 
 
 def signal_lines(text: str) -> int:
