@@ -22,6 +22,7 @@ facts of each. The facts picked are exactly those of the plain line-by-line scan
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 import orjson
 
 from proxy.pipeline.compact.markers import SIGNATURE
+from proxy.pipeline.compact.scoring import shape
 from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.outcomes import error_lines, last_verdict, status_line
 from proxy.pipeline.scan import find_in, lines_with, words_with
@@ -278,6 +280,7 @@ def _facts(message: Any) -> dict[str, Iterable[str]]:
     for n, text in enumerate(texts):
         for category, line in last_errors if n == last_text else error_lines(text):
             lines["errors" if category == "locations" else category].append(line)
+    lines["errors"] = _rare_first(lines["errors"])
     found.update(lines)
     found["commands"] = chain(commands, (c for t in texts for c in _commands(t)))
     found["paths"] = chain(paths, (p for t in texts for p in _paths(t)))
@@ -291,6 +294,18 @@ def _facts(message: Any) -> dict[str, Iterable[str]]:
     )
     found["numbers"] = (m.group(0) for t in texts for m in _UNIT.finditer(t))
     return found
+
+
+def _rare_first(errors: list[str]) -> list[str]:
+    """The error lines of a shape seen once first, then the others, fewest of their shape first
+    (each group in order of appearance): a type checker's or linter's one real bug says what
+    its 77 copies of one missing attribute do not, and only a message's first few are kept."""
+    if len(errors) < 2:
+        return errors
+    shapes = [shape(e) for e in errors]
+    counts = Counter(shapes)
+    order = sorted(range(len(errors)), key=lambda i: (counts[shapes[i]], i))
+    return [errors[i] for i in order]
 
 
 def _candidates(message: Any) -> dict[str, list[str]]:

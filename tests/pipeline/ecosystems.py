@@ -28,6 +28,7 @@ from tests.pipeline.ecosystems_native import (
     kubectl_table,
     rspec,
     ruff_check,
+    ruff_full,
     service_log,
     unittest,
     valgrind,
@@ -408,6 +409,7 @@ GENERATORS: tuple[Callable[[random.Random], Log], ...] = (
     kubectl_table,
     docker_ps,
     ruff_check,
+    ruff_full,
     service_log,
 )
 

@@ -12,18 +12,21 @@ Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and
 linters' diagnostics with a rule code; failed states in kubectl's and docker's tables; an
 application log's error level; GitHub Actions' error annotations; strerror's messages in any
 case; npm's pointers to its log and report files are not errors; a Valgrind report line glued
-to half a line of the program's output, read as its own line.
+to half a line of the program's output, read as its own line; a message's error lines of a
+shape seen once come first (_rare_first).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
 
 from proxy.pipeline.compact.rules import ERRNO_MESSAGES
+from proxy.pipeline.compact.scoring import shape
 from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.types import Message
 
@@ -395,6 +398,18 @@ def _command(value: Any) -> str | None:
     return None
 
 
+def _rare_first(errors: list[str]) -> list[str]:
+    """The error lines of a shape seen once first, then the others, fewest of their shape first
+    (each group in order of appearance): a type checker's or linter's one real bug says what
+    its 77 copies of one missing attribute do not, and only a message's first few are kept."""
+    if len(errors) < 2:
+        return errors
+    shapes = [shape(e) for e in errors]
+    counts = Counter(shapes)
+    order = sorted(range(len(errors)), key=lambda i: (counts[shapes[i]], i))
+    return [errors[i] for i in order]
+
+
 def _candidates(message: Any) -> dict[str, list[str]]:
     """Every fact of one message by category, in order of appearance (duplicates included)."""
     found: dict[str, list[str]] = {c: [] for c in CATEGORIES}
@@ -435,6 +450,7 @@ def _candidates(message: Any) -> dict[str, list[str]]:
     found["identifiers"] = [
         i for i in found["identifiers"] if len(i.rstrip("()")) >= 3 and i not in _NOT_IDENTIFIERS
     ]
+    found["errors"] = _rare_first(found["errors"])
     return found
 
 

@@ -109,8 +109,8 @@ def test_a_line_whose_lowercase_is_longer_does_not_shift_the_scores_below_it() -
 def test_a_lint_run_keeps_its_one_real_bug_among_the_style_nits(seed: int, budget: int) -> None:
     """ruff's full format: the quoted code frames say "error" and "exit", the diagnostics do
     not. Stage 1 keeps the verdict and the one diagnostic of its kind over the last of each
-    kind seen many times. (Not in ecosystems.GENERATORS: the facts under a trim marker list a
-    message's first errors, and miss a lone diagnostic in the middle of a long lint run.)"""
+    kind seen many times (and the facts list it first among the errors: ecosystems.GENERATORS
+    holds this log too)."""
     log = ruff_full(random.Random(f"{seed}:ruff_full"))
     done = compact_text(log.text, budget, tik)
     assert done is not None and done.tokens_after <= budget
