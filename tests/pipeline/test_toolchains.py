@@ -285,3 +285,15 @@ def test_an_eslint_errors_file_header_is_its_context() -> None:
     error = kept.index("  61:9  error    'formatCents' is not defined  no-undef")
     before = [line for line in kept[:error] if line.startswith("/home/")]
     assert before and before[-1] == "/home/user/app/src/module_17.js"
+
+
+def test_a_long_verdict_line_is_kept_whole() -> None:
+    """pip's last line names every package installed: a quarter of the budget would cut the
+    middle ones out of it; a verdict may take half."""
+    packages = " ".join(f"sphinxcontrib-module{i}-{i % 7}.{i % 3}.0" for i in range(16))
+    lines = [f"  Downloading package_{i}-1.0-py3-none-any.whl (12 kB)" for i in range(300)]
+    lines += [f"Successfully installed {packages}", "[exit code: 0]"]
+    assert 409 // 4 < tik(lines[-2]) < 409 // 2
+    done = compact_text("\n".join(lines), 409, tik)
+    assert done is not None and done.tokens_after <= 409
+    assert lines[-2] in done.text.split("\n")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import compress
 
 from proxy.pipeline.compact import markers, outline
-from proxy.pipeline.compact.rules import MEDIUM, NORMAL, SIMILAR, STRONG
+from proxy.pipeline.compact.rules import MEDIUM, NORMAL, SIMILAR, STRONG, SUMMARY
 from proxy.pipeline.compact.runs import find_runs, last_redraw
 from proxy.pipeline.compact.scoring import scores_and_repeats, signal_count, signal_lines
 
@@ -80,7 +80,9 @@ def _cut_long(work: _Lines, budget: int, marker_cost: int) -> None:
     """Cut every line above a cap in its middle, so one line cannot eat the budget.
 
     The cap is a quarter of the budget, or more when the other lines leave room (one huge
-    line among a few short ones keeps most of the budget).
+    line among a few short ones keeps most of the budget). A verdict may take half: pip's
+    `Successfully installed ...` names every package, and its middle ones are as wanted as its
+    ends.
     """
     base = max(24, budget // 4)
     long = [i for i, c in enumerate(work.cost) if c > base]
@@ -88,10 +90,11 @@ def _cut_long(work: _Lines, budget: int, marker_cost: int) -> None:
         return
     small = sum(work.cost) - sum(work.cost[i] for i in long)
     cap = max(base, int((budget * 0.85 - min(small, budget * 0.5)) / len(long)))
-    keep_tokens = max(4, cap - marker_cost)
     for i in long:
-        if work.cost[i] <= cap:
+        line_cap = max(cap, budget // 2) if work.score[i] >= SUMMARY else cap
+        if work.cost[i] <= line_cap:
             continue
+        keep_tokens = max(4, line_cap - marker_cost)
         line = work.text[i]
         per_token = len(line) / max(1, work.original[i])
         head = int(keep_tokens * 0.55 * per_token)
