@@ -699,3 +699,55 @@ def test_long_text_with_few_tokens_is_left_alone(text: str) -> None:
     limit = 200
     assert len(text) > 8 * limit and tik(text) <= limit
     assert compact_text(text, limit, tik) is None
+
+
+def inventory(n: int = 25) -> dict[str, object]:
+    """`pip inspect`: each package's name and version sit in its bulky metadata."""
+    return {
+        "version": "1",
+        "installed": [
+            {
+                "metadata": {
+                    "metadata_version": "2.4",
+                    "name": f"package-{i}",
+                    "version": f"{i}.0.{i % 5}",
+                    "summary": "A library for " + "careful words " * 12,
+                    "classifier": [f"Topic :: Software Development :: Part {k}" for k in range(20)],
+                    "description": "Long description text. " * 200,
+                },
+                "metadata_location": f"/venv/lib/python3.11/site-packages/package_{i}.dist-info",
+                "installer": "pip",
+                "requested": i % 3 == 0,
+            }
+            for i in range(n)
+        ],
+    }
+
+
+@pytest.mark.parametrize("budget", [409, 1024])
+def test_json_objects_cut_to_their_depth_keep_their_names(budget: int) -> None:
+    r = compact_text(json.dumps(inventory(), indent=2), budget, tik)
+    assert r is not None and r.kind == "json" and r.tokens_after <= budget
+    kept = [item for item in json.loads(r.text)["installed"] if isinstance(item, dict)]
+    assert kept and all(isinstance(item["metadata"], dict) for item in kept)
+    assert all({"name", "version"} <= set(item["metadata"]) for item in kept)
+
+
+def test_json_spends_the_room_its_level_leaves_on_more_items() -> None:
+    """The first level that fits halves the items of the one before: at 1,024 tokens it kept two
+    packages of 25 in 614 tokens; more items at the same depth take the rest of the room."""
+    r = compact_text(json.dumps(inventory(), indent=2), 1024, tik)
+    assert r is not None and r.tokens_after <= 1024
+    kept = [item for item in json.loads(r.text)["installed"] if isinstance(item, dict)]
+    assert len(kept) >= 4 and r.tokens_after > 0.7 * 1024
+
+
+def test_json_string_is_cut_only_where_that_saves_more_than_its_note() -> None:
+    """A digest cut to `sha256:00000 [... 31 chars (10 tokens) omitted ...] 0001` saved fewer
+    tokens than its note cost, and no longer named anything."""
+    doc = {f"src/module_{i}.py": f"sha256:{i:064x}" for i in range(300)}
+    for budget in (200, 300, 409):
+        r = compact_text(json.dumps(doc, indent=2), budget, tik)
+        assert r is not None and r.kind == "json" and r.tokens_after <= budget
+        assert "chars (" not in r.text
+        assert '"src/module_0.py": "sha256:' + "0" * 64 + '"' in r.text

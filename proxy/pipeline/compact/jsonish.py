@@ -3,12 +3,13 @@
 Cutting `npm view --json` or an API response at line boundaries leaves broken JSON and loses the
 keys a model navigates by. Instead the document is parsed and rebuilt smaller: objects keep their
 keys down to a depth, long arrays keep their first and last items plus an element saying how many
-were dropped, long strings lose their middle, deeper parts become a one-string summary. An item
-from the middle of an array that reports a failure (a crash-looping pod, the one failed run) is
-kept too, a few levels deeper than the rest. Levels go
-from generous to stingy; the first that fits wins. A short trailer after the document (an agent
-framework's `[exit code: 0]`) is kept verbatim. If not even the skeleton fits, the caller falls
-back to line compaction.
+were dropped, long strings lose their middle (where that saves more than the note costs), deeper
+parts become a one-string summary, or, for an object with a `name`, `id`, `version`..., those
+members and a note for the rest. An item from the middle of an array that reports a failure (a
+crash-looping pod, the one failed run) is kept too, a few levels deeper than the rest. Levels go
+from generous to stingy; the first that fits wins, and then takes more items at its depth while
+they fit. A short trailer after the document (an agent framework's `[exit code: 0]`) is kept
+verbatim. If not even the skeleton fits, the caller falls back to line compaction.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.pipeline.compact import markers
@@ -35,8 +36,12 @@ class Level:
     keys: int  # object members kept (split between head and tail)
     chars: int  # string length kept
     depth: int  # containers nested deeper than this become a summary string
+    # Items from an array's middle that report a failure, at most (None: half of `items`).
+    failed: int | None = None
 
 
+# Items added, at most, to the first level that fits (see compact_json).
+WIDEN = 16
 LEVELS = (
     Level(256, 200, 2000, 16),
     Level(128, 120, 1200, 12),
@@ -144,6 +149,16 @@ FAILURE_DEPTH = 3
 FAILURE_KEYS = frozenset(
     {"error", "errors", "err", "exception", "failure", "failures", "stderr", "fault", "faults"}
 )
+# The members that say which thing an object is. An object nested too deep for the level keeps
+# those that are short scalars (at most MAX_IDENTITY) beside the note for the rest: a list of 25
+# installed packages cut to its depth still names each package and its version.
+IDENTITY_KEYS = frozenset(
+    {"name", "id", "uid", "key", "version", "title", "kind", "type", "status", "state", "slug"}
+)
+MAX_IDENTITY = 3
+_IDENTITY_CHARS = 80
+# A string is cut only where that saves more than the note it leaves costs.
+_NOTE_CHARS = len(markers.chars_omitted(99_999, 99_999))
 
 
 class _Failures:
@@ -151,6 +166,15 @@ class _Failures:
 
     def __init__(self) -> None:
         self._memo: dict[int, bool] = {}
+        self._items: dict[int, list[int]] = {}
+
+    def items(self, value: list[Any]) -> list[int]:
+        """The indices of an array's items that report a failure (each level asks again)."""
+        key = id(value)
+        found = self._items.get(key)
+        if found is None:
+            found = self._items[key] = [i for i, v in enumerate(value) if self.reports(v)]
+        return found
 
     def reports(self, value: Any) -> bool:
         if isinstance(value, str):
@@ -209,7 +233,7 @@ class _Shrinker:
             return self._object(value, depth)
         if isinstance(value, list):
             return self._array(value, depth)
-        if isinstance(value, str) and len(value) > self.level.chars:
+        if isinstance(value, str) and len(value) > self.level.chars + _NOTE_CHARS:
             head = math.ceil(self.level.chars * 0.6)
             tail = self.level.chars - head
             gone = len(value) - head - tail
@@ -229,7 +253,7 @@ class _Shrinker:
 
     def _object(self, value: dict[str, Any], depth: int) -> Any:
         if value and self._too_deep(value, depth):
-            return self._summary("object", value)
+            return self._identity(value) or self._summary("object", value)
         members = list(value.items())
         keep = self.level.keys
         if len(members) <= keep + 1:
@@ -246,6 +270,28 @@ class _Shrinker:
         result.update((k, self.shrink(v, depth + 1)) for k, v in members[len(members) - tail :])
         return result
 
+    def _identity(self, value: dict[str, Any]) -> dict[str, Any] | None:
+        """An object's identity members and a note for the others, or None if it has none."""
+        kept = [
+            (k, v)
+            for k, v in value.items()
+            if k.lower() in IDENTITY_KEYS
+            and (
+                type(v) in (int, float, bool) or (isinstance(v, str) and len(v) <= _IDENTITY_CHARS)
+            )
+        ][:MAX_IDENTITY]
+        if not kept:
+            return None
+        result = dict(kept)
+        rest = len(value) - len(kept)
+        if rest:
+            chars = self.sizer.size(value) - sum(len(k) + 4 + self.sizer.size(v) for k, v in kept)
+            note = markers.keys_omitted(rest, self.tokens(chars))
+            while note in value:  # never collide with a real key
+                note += " "
+            result[note] = None
+        return result
+
     def _array(self, value: list[Any], depth: int) -> Any:
         if value and self._too_deep(value, depth):
             return self._summary("array", value)
@@ -257,8 +303,11 @@ class _Shrinker:
         end = len(value) - tail
         # Up to half as many again (at least one) from the middle: the first items there that
         # report a failure.
-        middle = (i for i in range(head, end) if self.failures.reports(value[i]))
-        extra = itertools.islice(middle, max(1, keep // 2) if keep else 0)
+        middle = (i for i in self.failures.items(value) if head <= i < end)
+        failed = self.level.failed
+        if failed is None:
+            failed = max(1, keep // 2) if keep else 0
+        extra = itertools.islice(middle, failed)
         kept = [*range(head), *extra, *range(end, len(value))]
         out: list[Any] = []
         after = 0  # first index not yet kept or noted
@@ -291,14 +340,28 @@ def compact_json(
     sizer, failures = _Sizer(), _Failures()
     per_char = tokens_before / max(1, sizer.size(doc.value) + len(trailer))
     per_text_char = tokens_before / max(1, doc.chars + len(trailer))
-    for level in LEVELS:
+
+    def fitting(level: Level) -> str | None:
         shrunk = _Shrinker(level, sizer, failures, per_char).shrink(doc.value, 0)
         text = dump(shrunk, doc.indent)
         # The estimate skips exact counts of candidates that are far too big (cheap guard).
         if len(text) * per_text_char > room * 1.6:
+            return None
+        return text if count(text) <= room else None
+
+    for k, level in enumerate(LEVELS):
+        text = fitting(level)
+        if text is None:
             continue
-        tokens = count(text)
-        if tokens <= room:
-            out = text + trailer
-            return out, count(out)
+        # A level's steps are coarse (half the items, a level less deep at once): the first
+        # that fits may leave much of the budget unused. More items at the same depth, one at
+        # a time up to four levels before's count (and at most WIDEN more), take what they can.
+        failed = max(1, level.items // 2) if level.items else 0
+        top = min(LEVELS[max(0, k - 4)].items, level.items + WIDEN)
+        for items in range(level.items + 1, top + 1):
+            # Not monotonic (an odd count splits head and tail otherwise): each is tried.
+            more = fitting(replace(level, items=items, failed=failed))
+            text = more if more is not None else text
+        out = text + trailer
+        return out, count(out)
     return None
