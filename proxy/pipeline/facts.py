@@ -298,9 +298,10 @@ def _facts(message: Any) -> dict[str, Iterable[str]]:
 
 def _rare_first(errors: list[str]) -> list[str]:
     """The error lines of a shape seen once first, then the others, fewest of their shape first
-    (each group in order of appearance): a type checker's or linter's one real bug says what
-    its 77 copies of one missing attribute do not, and only a message's first few are kept."""
-    if len(errors) < 2:
+    (each group in order of appearance), when a message holds more than its share of the list:
+    a type checker's or linter's one real bug says what its 77 copies of one missing attribute
+    do not. A message whose error lines all fit keeps their order."""
+    if len(errors) <= CATEGORIES["errors"][1]:
         return errors
     shapes = [shape(e) for e in errors]
     counts = Counter(shapes)
