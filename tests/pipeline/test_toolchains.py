@@ -297,3 +297,17 @@ def test_a_long_verdict_line_is_kept_whole() -> None:
     done = compact_text("\n".join(lines), 409, tik)
     assert done is not None and done.tokens_after <= 409
     assert lines[-2] in done.text.split("\n")
+
+
+def test_among_errors_a_long_one_goes_after_the_short_ones() -> None:
+    """One error line that costs an eighth of the budget or more is worth less than the several
+    short ones its room holds: nearness to an end no longer decides between them."""
+    flags = " ".join(f"-DOPTION_{k}=value_{k}" for k in range(30))
+    lines = [f"compiling unit {i} of the extension" for i in range(300)]
+    lines[120] = "src/ring.c:14:5: error: 'struct rb' has no member named 'capcity'"
+    lines[200] = "src/ring.c:31:9: error: implicit declaration of function 'rb_free'"
+    lines[280] = f"error: command 'gcc {flags}' failed: the compiler returned 1 errors"
+    assert tik(lines[280]) > 409 // 8
+    done = compact_text("\n".join(lines), 409, tik)
+    assert done is not None and done.tokens_after <= 409
+    assert lines[120] in done.text and lines[200] in done.text

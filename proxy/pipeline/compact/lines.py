@@ -150,11 +150,13 @@ def _select(work: _Lines, budget: int, marker_cost: int, shape: Shape) -> list[b
     # Among warnings and other MEDIUM lines, the last of a shape seen many times
     # (`scoring._repeats` keeps the first and the last at their rank) goes after those of its
     # score: its first already said it, and a shape seen once (the one real bug in a lint
-    # run's hundred style nits) says what no other line does.
+    # run's hundred style nits) says what no other line does. And a line costing an eighth of
+    # the budget or more goes after the others of its score: the room of one 150-token
+    # `error: command 'gcc -D... -D...'` line holds the three short errors that say why.
     later = {i for i in work.repeated if score[i] == MEDIUM}
     strong = sorted(
         (i for i in range(n) if score[i] > NORMAL and not keep[i] and not dup[i]),
-        key=lambda i: (-score[i], i in later, *rank(i)[1:]),
+        key=lambda i: (-score[i], i in later, cost[i] > budget // 8, *rank(i)[1:]),
     )
     for i in strong:
         take(i, True)
