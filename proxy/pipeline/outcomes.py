@@ -132,8 +132,11 @@ _LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an erro
 # Babel's `>` frames): code, not an error report. Only in a text holding the gutter's bare lines
 # (`   |`, `   |     ^~~~`): a table's numbered rows (psql) look the same otherwise.
 _GUTTER = re.compile(r"^\s*(?:>\s*)?\d+ +\|")
-# npm's closing pointers to its log and report files: on every failure, about none of them.
-_POINTER = re.compile(r"npm (?:ERR!|error) (?:A complete log of this run|For a full report see)\b")
+# npm's closing pointers to its log and report files (the report's path on a line of its own):
+# on every failure, about none of them.
+_POINTER = re.compile(
+    r"npm (?:ERR!|error) (?:(?:A complete log of this run|For a full report see)\b|/\S*$)"
+)
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
 _STEP = re.compile(r"#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment
 # Where an error happened, on the line after it (blank lines and Terraform's box edge between):

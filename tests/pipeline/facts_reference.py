@@ -11,9 +11,9 @@ CTest's, RSpec's and the sanitizers' failures and summaries; failed assertions; 
 Ninja's errors and verdicts, apt's plan; yarn's, pnpm's, PHPUnit's, Docker's and network errors;
 linters' diagnostics with a rule code; failed states in kubectl's and docker's tables; an
 application log's error level; GitHub Actions' error annotations; strerror's messages in any
-case; npm's pointers to its log and report files are not errors; a Valgrind report line glued
-to half a line of the program's output, read as its own line; a message's error lines of a
-shape seen once come first (_rare_first).
+case; npm's pointers to its log and report files (and the report's path) are not errors; a
+Valgrind report line glued to half a line of the program's output, read as its own line; a
+message's error lines of a shape seen once come first (_rare_first).
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.types import Message
 
 MAX_FACTS = 40
-_NPM_POINTER = r"npm (?:ERR!|error) (?:A complete log of this run|For a full report see)\b"
+_NPM_POINTER = (
+    r"npm (?:ERR!|error) (?:(?:A complete log of this run|For a full report see)\b|/\S*$)"
+)
 MAX_FACT_CHARS = 200
 # Texts longer than this are scanned only at their head and tail: regexes stay linear-time, but a
 # megabyte tool dump would still cost the event loop tens of milliseconds.

@@ -594,6 +594,7 @@ def test_npms_pointers_to_its_log_are_neither_verdict_nor_status() -> None:
     lines = {c: quota for c, quota in CATEGORIES.items() if c in LINE_CATEGORIES}
     facts = extract_facts([tool(out)], quotas=lines)
     assert not any("A complete log" in f or "For a full report" in f for f in facts), facts
+    assert not any(f.startswith("npm error /") for f in facts), facts  # the report's path
     assert "npm error code ENOTCACHED" in facts
 
 
