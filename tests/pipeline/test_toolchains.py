@@ -223,6 +223,9 @@ def test_error_words_in_a_sentence_still_rank(line: str) -> None:
         ("src/mod27.cpp:13:14:   required from here", MEDIUM),  # g++'s template backtrace
         ('{"level":50,"time":1764600024050,"msg":"batch failed","batch":26}', STRONG),  # pino
         ('{"level": 60, "msg": "cannot continue"}', STRONG),
+        ("    billing_test.go:78: Total() = 1550, want 1395", MEDIUM),  # Go's t.Errorf idiom
+        ("    parse_test.go:12: got 3 tokens, want 4", MEDIUM),
+        ("[pid 20429] +++ exited with 1 +++", SUMMARY),  # strace
     ],
 )
 def test_test_runners_failure_lines_rank(line: str, least: int) -> None:

@@ -181,9 +181,13 @@ RULES = (
     ),
     Rule(
         ("exit",),
-        re.compile(r"\bexit(?:ed)? (?:with )?(?:non-?zero )?(?:code|status)\b"),
+        # ... or a bare number: strace's `+++ exited with 1 +++`, a supervisor's `exited with 137`.
+        re.compile(r"\bexit(?:ed)? (?:with )?(?:non-?zero )?(?:code|status)\b|\bexited with \d"),
         SUMMARY,
     ),
+    # Go's test failure idiom (`Total() = 1550, want 1395`, `got 3, want 4`): a t.Errorf line
+    # says no error word.
+    Rule((", want ",), re.compile(r", want \S"), MEDIUM),
     Rule(
         (
             "panicked at",
