@@ -115,12 +115,14 @@ class Shrinker:
         self.tokenizers = tokenizers
         self.policy = Policy(
             tool_max_tokens=settings.tool_max_tokens,
+            tool_window_share=settings.tool_window_share,
             keep_last=settings.keep_last,
             trim_step=settings.trim_step,
             marker_role=settings.marker_role,
             mode=settings.mode,
             summary_tokens=summary_room(settings.summary_max_tokens),
             facts_tokens=settings.facts_tokens,
+            facts_window_share=settings.facts_window_share,
         )
         self.memo = CompactMemo(4096, int(settings.memo_mb * 1_000_000))
         # Worker processes share the machine's cores: each counts ahead only on its share.

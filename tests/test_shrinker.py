@@ -261,3 +261,20 @@ def test_a_request_whose_compactions_were_evicted_goes_to_a_thread() -> None:
     parsed, again = asyncio.run(shrinker.plan_raw(raw, "trim"))
     assert again.messages == first.messages and again.report == first.report
     assert shrinker.threads == [True, True, True, True, True, False]
+
+
+def test_the_window_shares_come_from_the_settings() -> None:
+    """A tool result of ~900 tokens in an 8k window: cut to a twentieth of the window by
+    default, left whole when SHRINK_TOOL_WINDOW_SHARE allows an eighth."""
+    body = conversation("share", 3600)
+    tool = body["messages"][3]["content"]
+
+    def tool_after(**shares: int) -> str:
+        shrinker = Shrinker(Settings(context_window=8192, **shares), Tokenizers())
+        assert shrinker.policy.facts_window_share == shares.get("facts_window_share", 80)
+        plan = shrinker.plan_sync(body, "tools")
+        return str(plan.messages[3]["content"])
+
+    assert 500 < Tokenizers().for_model("qwen2.5-coder").count_text(tool) < 1024
+    assert tool_after() != tool  # cut to 409 tokens
+    assert tool_after(tool_window_share=8, facts_window_share=20) == tool
