@@ -314,3 +314,21 @@ def test_among_errors_a_long_one_goes_after_the_short_ones() -> None:
     done = compact_text("\n".join(lines), 409, tik)
     assert done is not None and done.tokens_after <= 409
     assert lines[120] in done.text and lines[200] in done.text
+
+
+def test_the_line_before_a_traceback_says_what_failed() -> None:
+    """Sphinx's `WARNING: autodoc: failed to import ...` and a logger's `logger.exception`
+    message stand right above the traceback they introduce."""
+    lines = [
+        *FILLER,
+        "WARNING: autodoc: failed to import 'sliced_strict' from module 'more_itertools'",
+        "Traceback (most recent call last):",
+        '  File "/venv/lib/python3.11/site-packages/sphinx/util/inspect.py", line 40, in get',
+        "    return getattr(obj, name)",
+        "AttributeError: module 'more_itertools' has no attribute 'sliced_strict'",
+        *FILLER,
+    ]
+    scores = score_lines(lines)
+    assert scores[len(FILLER)] >= CONTEXT
+    quiet = [*FILLER, "loading pickled environment... done", *lines[len(FILLER) + 1 :]]
+    assert score_lines(quiet)[len(FILLER)] >= CONTEXT  # whatever it says, it comes first

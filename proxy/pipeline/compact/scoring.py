@@ -116,6 +116,8 @@ def _tracebacks(lines: Sequence[str], scores: list[int], heads: Sequence[int]) -
     """A traceback is its header, deeper-indented frames, and the exception line closing it.
 
     The exception line is the answer; the last frame or two say where; the rest is context.
+    The line before the header, when it says something, is what the program was doing when it
+    raised (a logger's `ERROR: import failed:`, Sphinx's `WARNING: autodoc: failed to import`).
     """
     for head in heads:
         header = lines[head]
@@ -131,6 +133,8 @@ def _tracebacks(lines: Sequence[str], scores: list[int], heads: Sequence[int]) -
             continue
         scores[head] = max(scores[head], MEDIUM)
         scores[end] = max(scores[end], STRONG)
+        if head and lines[head - 1].strip():
+            scores[head - 1] = max(scores[head - 1], CONTEXT)
         for j in range(head + 1, end):
             scores[j] = max(scores[j], CONTEXT if end - j <= 4 else MINOR)
 
