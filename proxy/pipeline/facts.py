@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from proxy.pipeline.compact.markers import SIGNATURE
+from proxy.pipeline.compact.outline import is_commit_log
 from proxy.pipeline.compact.scoring import shape
 from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.outcomes import error_lines, last_verdict, status_line
@@ -252,12 +253,14 @@ def _facts(message: Any) -> dict[str, Iterable[str]]:
     texts = [_scan_window(t) for t in _texts(message)]
     last_text, last_errors = -1, []
     if message.get("role") in ("tool", "function") and texts:
-        # The last text is read once, for the verdict and for the error lines.
-        last_text, last_errors = len(texts) - 1, error_lines(texts[-1])
+        # The last text is read once, for the verdict and for the error lines. A `git log`'s
+        # messages are prose about past work ("fix the error in ..."): no errors, no status.
+        log = is_commit_log(texts[-1])
+        last_text, last_errors = len(texts) - 1, [] if log else error_lines(texts[-1])
         # A JSON result says how it went in members, not lines (see json_outcomes).
         failures = failure_lines(texts[-1], CATEGORIES["errors"][1], MAX_FACT_CHARS)
         last_errors = last_errors + [("errors", line) for line in failures]
-        verdict, status = last_verdict(last_errors), status_line(texts[-1])
+        verdict, status = last_verdict(last_errors), None if log else status_line(texts[-1])
         if verdict:
             found["verdicts"] = [verdict]
         if status and not (verdict and verdict in status):

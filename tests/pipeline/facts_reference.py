@@ -13,7 +13,8 @@ linters' diagnostics with a rule code; failed states in kubectl's and docker's t
 application log's error level; GitHub Actions' error annotations; strerror's messages in any
 case; npm's pointers to its log and report files (and the report's path) are not errors; a
 Valgrind report line glued to half a line of the program's output, read as its own line; a
-message's error lines of a shape seen once come first (_rare_first).
+message's error lines of a shape seen once come first (_rare_first); a `git log` gives no error
+lines, verdict or status.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from proxy.pipeline.compact.outline import is_commit_log
 from proxy.pipeline.compact.rules import ERRNO_MESSAGES
 from proxy.pipeline.compact.scoring import shape
 from proxy.pipeline.json_outcomes import failure_lines
@@ -419,9 +421,12 @@ def _candidates(message: Any) -> dict[str, list[str]]:
     texts = [_scan_window(t) for t in _texts(message)]
     failures: list[str] = []  # the last text's JSON failures: error lines after its own
     last = len(texts) - 1
-    if message.get("role") in ("tool", "function") and texts:
+    tool = message.get("role") in ("tool", "function") and bool(texts)
+    log = tool and is_commit_log(texts[-1])  # a git log's prose: no errors, no status
+    if tool:
         failures = failure_lines(texts[-1], CATEGORIES["errors"][1], MAX_FACT_CHARS)
-        verdict, status = _verdict(texts[-1], failures), _status_line(texts[-1])
+        verdict = _verdict(texts[-1], failures) if not log else None
+        status = _status_line(texts[-1]) if not log else None
         if verdict:
             found["verdicts"].append(verdict)
         if status and not (verdict and verdict in status):
@@ -439,7 +444,7 @@ def _candidates(message: Any) -> dict[str, list[str]]:
         else:
             texts.append(_scan_window(raw))
     for n, text in enumerate(texts):
-        for category, line in _error_lines(text):
+        for category, line in [] if log and n == last else _error_lines(text):
             found["errors" if category == "locations" else category].append(line)
         if n == last:
             found["errors"].extend(failures)

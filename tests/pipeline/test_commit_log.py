@@ -118,3 +118,21 @@ def test_a_real_git_log_stat_keeps_its_subjects(tmp_path: Path) -> None:
         f"Tune module {c % 7} to value {c}" for c in range(38, 35, -1)
     ]
     assert all(line.startswith("commit ") for line in listed[0:6:2])
+
+
+def test_a_dropped_git_logs_messages_are_no_error_facts() -> None:
+    """A commit message quoting the error it fixed is history, not an error the run hit; the
+    same line in a test run's output is one."""
+    from proxy.pipeline.facts import extract_facts
+
+    def facts(text: str) -> list[str]:
+        return extract_facts([{"role": "tool", "tool_call_id": "c", "content": text}])
+
+    quoted = "ValueError: empty input in parser stage 7"
+    log = git_log(40, stat=True).replace(
+        "    The parser raised an error on empty files; it now returns none.", "    " + quoted
+    )
+    assert log.count(quoted) == 40
+    assert not any(quoted in f for f in facts(log))
+    run = "\n".join(["collected 3 items", "E   " + quoted, "1 failed in 0.12s"])
+    assert any(quoted in f for f in facts(run))

@@ -317,6 +317,13 @@ _MESSAGE_SEARCH = 12  # lines after a commit line where its header and subject m
 COMMIT_SHARE = 0.6
 
 
+def is_commit_log(text: str) -> bool:
+    """Whether `text` is `git log` output (see commit_map)."""
+    return (
+        text.count("commit ") >= MIN_DEFINITIONS and commit_map(text.split("\n"), text) is not None
+    )
+
+
 def commit_map(lines: Sequence[str], text: str) -> list[tuple[int, int]] | None:
     """(index, rank) of each commit's hash line and subject (rank 0: a subject says what the
     commit did, its hash how to `git show` it) in `git log` output, plus a diff's file (2) and
