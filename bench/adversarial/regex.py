@@ -1,0 +1,252 @@
+"""Adversarial strings for regular expressions, and a check that a pattern stays linear on them.
+
+Python's `re` backtracks: a pattern with nested or adjacent unbounded quantifiers over the same
+characters can take quadratic or exponential time on text nobody controls (tool output). This
+module reads a compiled pattern's own parse tree and builds the strings most likely to make it
+work hard: long runs of each character it can match, and repeats of every prefix of a match
+(each alternative's too), bare and as lines. `measure` times the pattern over growing sizes of
+each string, stopping as soon as the growth stops looking linear, so an exponential pattern is
+caught at a few dozen characters instead of hanging the run.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from re import _constants as C  # type: ignore[attr-defined]
+from re import _parser as P  # type: ignore[attr-defined]
+from typing import Any
+
+# Characters tried, in order, when a pattern item is a class: the first one it accepts.
+_POOL = "a1 Z_.-:/=*+(\t\"'#@,;|<>[]{}!?%&$~^`\\é✕中😀\x00"
+_WORD = re.compile(r"\w")
+_DIGIT = re.compile(r"\d")
+_SPACE = re.compile(r"\s")
+
+
+def _in_category(c: str, cat: Any) -> bool:
+    name = str(cat)
+    if "NOT_DIGIT" in name:
+        return not _DIGIT.match(c)
+    if "DIGIT" in name:
+        return bool(_DIGIT.match(c))
+    if "NOT_WORD" in name:
+        return not _WORD.match(c)
+    if "WORD" in name:
+        return bool(_WORD.match(c))
+    if "NOT_SPACE" in name:
+        return not _SPACE.match(c)
+    if "SPACE" in name:
+        return bool(_SPACE.match(c))
+    if "NOT_LINEBREAK" in name:
+        return c != "\n"
+    if "LINEBREAK" in name:
+        return c == "\n"
+    return False
+
+
+def _in_set(c: str, items: list[Any]) -> bool:
+    negate = False
+    hit = False
+    for op, arg in items:
+        if op is C.NEGATE:
+            negate = True
+        elif op is C.LITERAL:
+            hit = hit or ord(c) == arg
+        elif op is C.RANGE:
+            hit = hit or arg[0] <= ord(c) <= arg[1]
+        elif op is C.CATEGORY:
+            hit = hit or _in_category(c, arg)
+    return hit != negate
+
+
+def _chars_of(op: Any, arg: Any) -> list[str]:
+    """Characters a single-character item accepts (a few, from the pool, or its literal)."""
+    if op is C.LITERAL:
+        return [chr(arg)]
+    if op is C.NOT_LITERAL:
+        return [c for c in _POOL if ord(c) != arg][:2]
+    if op is C.ANY:
+        return ["a", " "]
+    if op is C.IN:
+        found = [c for c in _POOL if _in_set(c, arg)]
+        for sub, value in arg:  # a class's own literals and range ends come first
+            if sub is C.LITERAL:
+                found.insert(0, chr(value))
+            elif sub is C.RANGE:
+                found.insert(0, chr(value[0]))
+        if any(sub is C.NEGATE for sub, _ in arg):
+            found = [c for c in found if _in_set(c, arg)]
+        return list(dict.fromkeys(found))[:3]
+    if op is C.CATEGORY:
+        return [c for c in _POOL if _in_category(c, arg)][:2]
+    return []
+
+
+def _walk(items: Any, out: set[str]) -> None:
+    for op, arg in items:
+        chars = _chars_of(op, arg)
+        if chars:
+            out.update(chars)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            _walk(arg[2], out)
+        elif op is C.SUBPATTERN:
+            _walk(arg[3], out)
+        elif op is C.ATOMIC_GROUP:
+            _walk(arg, out)
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            _walk(arg[1], out)
+        elif op is C.BRANCH:
+            for alt in arg[1]:
+                _walk(alt, out)
+
+
+def _gen(items: Any, reps: int, pick: int = 0) -> str:
+    """One string matching `items`, unbounded repeats taken `reps` times; branch `pick`."""
+    out: list[str] = []
+    for op, arg in items:
+        chars = _chars_of(op, arg)
+        if chars:
+            out.append(chars[pick % len(chars)])
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, sub = arg
+            n = max(lo, min(hi, reps))
+            out.append(_gen(sub, reps, pick) * n)
+        elif op is C.SUBPATTERN:
+            out.append(_gen(arg[3], reps, pick))
+        elif op is C.ATOMIC_GROUP:
+            out.append(_gen(arg, reps, pick))
+        elif op is C.BRANCH:
+            alts = arg[1]
+            out.append(_gen(alts[pick % len(alts)], reps, pick))
+        elif op is C.AT and arg in (C.AT_BEGINNING_LINE,):
+            pass
+    return "".join(out)
+
+
+def _prefixes(items: Any, head: str, found: list[str], limit: int) -> None:
+    """head + every prefix of each way through `items` (each alternative of each branch)."""
+    acc = head
+    for op, arg in items:
+        if len(found) >= limit:
+            return
+        if op is C.BRANCH:
+            for alt in arg[1]:
+                _prefixes(alt, acc, found, limit)
+            acc += _gen([(op, arg)], 2)
+        elif op is C.SUBPATTERN:
+            _prefixes(arg[3], acc, found, limit)
+            acc += _gen(arg[3], 2)
+        elif op is C.ATOMIC_GROUP:
+            _prefixes(arg, acc, found, limit)
+            acc += _gen(arg, 2)
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            lo, hi, sub = arg
+            for reps in (1, 2, 3):
+                found.append(acc + _gen(sub, 2) * min(reps, hi if hi else reps))
+            _prefixes(sub, acc, found, limit)
+            acc += _gen([(op, arg)], 2)
+        else:
+            acc += _gen([(op, arg)], 2)
+        if acc:
+            found.append(acc)
+
+
+def seeds(pattern: re.Pattern[str], limit: int = 400) -> list[str]:
+    """The units the adversarial strings repeat: each character the pattern can match, each
+    prefix of a match of each of its alternatives, and a few whole matches."""
+    tree = P.parse(pattern.pattern, pattern.flags)
+    chars: set[str] = set()
+    _walk(tree, chars)
+    found: list[str] = sorted(chars)
+    pre: list[str] = []
+    _prefixes(tree, "", pre, limit)
+    found += pre
+    for reps in (1, 3):
+        for pick in range(3):
+            found.append(_gen(tree, reps, pick))
+    # Pairs of the characters the pattern can match (`a*` for `(?:[a-z][\w*]*[ *]+)+`): runs
+    # that two adjacent quantifiers can split between them in many ways.
+    pool = sorted(chars)
+    found += [a + b for a in pool for b in pool if a != b]
+    unique = [s for s in dict.fromkeys(found) if s]
+    return unique[:limit]
+
+
+def strings(unit: str, size: int) -> Iterator[tuple[str, str]]:
+    """(label, text): `unit` repeated to `size` characters, bare, as lines, and spaced."""
+    n = max(1, size // max(1, len(unit)))
+    yield "repeat", unit * n
+    if "\n" not in unit:
+        line = unit.strip("\n")
+        if line:
+            yield "lines", ("\n" + line) * max(1, size // (len(line) + 1))
+            yield "spaced", (line + " ") * max(1, size // (len(line) + 1))
+
+
+@dataclass(frozen=True)
+class Finding:
+    label: str
+    unit: str
+    sizes: tuple[int, ...]
+    seconds: tuple[float, ...]
+
+    @property
+    def exponent(self) -> float:
+        """Growth of time with size between the two largest sizes timed (1: linear)."""
+        import math
+
+        if len(self.seconds) < 2:
+            return float("inf")
+        (n1, n2), (t1, t2) = self.sizes[-2:], self.seconds[-2:]
+        return math.log(max(t2, 1e-7) / max(t1, 1e-7)) / math.log(n2 / n1)
+
+
+def timed(run: Callable[[str], Any], text: str, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run(text)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def scan(pattern: re.Pattern[str]) -> Callable[[str], Any]:
+    """The costliest use of a pattern: every match over the whole text."""
+
+    def run(text: str) -> None:
+        for _ in pattern.finditer(text):
+            pass
+
+    return run
+
+
+def measure(
+    run: Callable[[str], Any],
+    unit: str,
+    sizes: tuple[int, ...] = (64, 256, 1024, 4096, 16384),
+    stop: float = 0.05,
+) -> list[Finding]:
+    """Time `run` over each string built from `unit` at growing sizes. Stops growing a string
+    once a size takes longer than `stop` seconds or grows faster than ~n^1.5 (the next size
+    could then take minutes)."""
+    out: list[Finding] = []
+    for size0 in sizes[:1]:
+        for label, _ in strings(unit, size0):
+            done_sizes: list[int] = []
+            done_secs: list[float] = []
+            for size in sizes:
+                text = dict(strings(unit, size))[label]
+                t = timed(run, text, repeat=3 if size <= 4096 else 2)
+                done_sizes.append(len(text))
+                done_secs.append(t)
+                if t > stop:
+                    break
+                if len(done_secs) >= 2 and done_secs[-2] > 2e-4:
+                    f = Finding(label, unit, tuple(done_sizes), tuple(done_secs))
+                    if f.exponent > 1.5:
+                        break
+            out.append(Finding(label, unit, tuple(done_sizes), tuple(done_secs)))
+    return out
