@@ -195,12 +195,19 @@ class Finding:
 
     @property
     def exponent(self) -> float:
-        """Growth of time with size between the two largest sizes timed (1: linear)."""
+        """Growth of time with size (1: linear), from the first size timed over 0.2 ms (or the
+        one before the largest) to the largest."""
         import math
 
         if len(self.seconds) < 2:
-            return float("inf")
-        (n1, n2), (t1, t2) = self.sizes[-2:], self.seconds[-2:]
+            return 0.0
+        first = next(
+            (k for k, t in enumerate(self.seconds[:-1]) if t > 2e-4), len(self.seconds) - 2
+        )
+        n1, n2 = self.sizes[first], self.sizes[-1]
+        t1, t2 = self.seconds[first], self.seconds[-1]
+        if n2 <= n1:
+            return 0.0
         return math.log(max(t2, 1e-7) / max(t1, 1e-7)) / math.log(n2 / n1)
 
 
@@ -226,27 +233,27 @@ def scan(pattern: re.Pattern[str]) -> Callable[[str], Any]:
 def measure(
     run: Callable[[str], Any],
     unit: str,
-    sizes: tuple[int, ...] = (64, 256, 1024, 4096, 16384),
+    sizes: tuple[int, ...] = (256, 1024, 4096, 16384, 65536),
     stop: float = 0.05,
 ) -> list[Finding]:
-    """Time `run` over each string built from `unit` at growing sizes. Stops growing a string
-    once a size takes longer than `stop` seconds or grows faster than ~n^1.5 (the next size
-    could then take minutes)."""
+    """Time `run` over each string built from `unit` at growing sizes. A string stops growing
+    once a size takes longer than `stop` seconds, or once it grows faster than ~n^1.6 between
+    two sizes both over 0.2 ms (the next size could then take minutes). The exponent of a
+    finding is read between the largest size and the first size over 0.2 ms (a wide span: the
+    noise of a loaded machine moves it little)."""
     out: list[Finding] = []
-    for size0 in sizes[:1]:
-        for label, _ in strings(unit, size0):
-            done_sizes: list[int] = []
-            done_secs: list[float] = []
-            for size in sizes:
-                text = dict(strings(unit, size))[label]
-                t = timed(run, text, repeat=3 if size <= 4096 else 2)
-                done_sizes.append(len(text))
-                done_secs.append(t)
-                if t > stop:
+    for label, _ in strings(unit, sizes[0]):
+        done_sizes: list[int] = []
+        done_secs: list[float] = []
+        for size in sizes:
+            text = dict(strings(unit, size))[label]
+            t = timed(run, text, repeat=3 if size <= 16384 else 2)
+            done_sizes.append(len(text))
+            done_secs.append(t)
+            if t > stop:
+                break
+            if len(done_secs) >= 2 and done_secs[-2] > 2e-4:
+                if Finding(label, unit, tuple(done_sizes), tuple(done_secs)).exponent > 1.6:
                     break
-                if len(done_secs) >= 2 and done_secs[-2] > 2e-4:
-                    f = Finding(label, unit, tuple(done_sizes), tuple(done_secs))
-                    if f.exponent > 1.5:
-                        break
-            out.append(Finding(label, unit, tuple(done_sizes), tuple(done_secs)))
+        out.append(Finding(label, unit, tuple(done_sizes), tuple(done_secs)))
     return out

@@ -19,102 +19,11 @@ from __future__ import annotations
 
 import re
 
-from proxy.pipeline.compact.rules import ERRNO_MESSAGES
 from proxy.pipeline.compact.scoring import frames_source, glued_reports
+from proxy.pipeline.idioms import COMPILED, Compiled
+from proxy.pipeline.idioms.logs import ERRNO_MESSAGES
 
-# Memcheck's error kinds (Valgrind manual, "Explanation of error messages from Memcheck"), read
-# after Valgrind's `==PID==` line prefix (_bare).
-_MEMCHECK = (
-    r"|Invalid (?:read|write) of size \d|Invalid (?:free|realloc)\(\)|Mismatched (?:free|delete)"
-    r"|Conditional jump or move depends on uninitialised|Use of uninitialised value"
-    r"|Syscall param \S+ points to uninitialised|Source and destination overlap in"
-    r"|[\d,]+ bytes in [\d,]+ blocks are (?:definitely|possibly) lost"
-    r"|Process terminating with default action"
-)
 _PID = re.compile(r"==\d+==")  # Valgrind's and the sanitizers' prefix of every line of theirs
-# An error line holds one of _ERROR_START's forms at its start (matched once) or one of _ERROR's
-# anywhere (searched): one pattern holding both would try every line-start form at every position.
-_ERROR_START = re.compile(
-    r"ERROR\b|Error\b|fatal:|E: |npm (?:ERR!|error) +\S|make(?:\[\d+\])?: \*\*\*"
-    # Other toolchains' failure lines, from their documented formats:
-    r"|--- FAIL: |FAIL\s+\S|panic: "  # go test's and Jest's FAIL lines, a Go panic
-    r"|\S*\.go:\d+:\d+: \S"  # go build, go vet: file.go:12:5: message
-    r"|● (?!Console$)\S|(?:Expected|Received)(?: \w+)?: +\S"  # Jest: a failing test, its values
-    r"|\d+:\d+\s+error\s+\S"  # ESLint's stylish format: 77:9  error  message  rule
-    # A linter's diagnostic with its rule code (flake8, ruff, pycodestyle, pylint):
-    # src/app.py:3:1: F401 `os` imported but unused
-    # (a path holds a letter or a dot: `09:12:33: A1234` is a time)
-    r"|(?:[A-Za-z]:)?[^\s:]*[A-Za-z_./][^\s:]*:\d+:\d+: [A-Z]{1,4}\d{2,4}\b"
-    # ruff's full format puts the code first and the location on the next line:
-    # F821 Undefined name `retry_limit`
-    r"|[A-Z]{1,4}\d{3,4}(?: \[\*\])?:?[ \t]+[A-Za-z`'\"(]"
-    r"|e: \S|Execution failed for \S"  # Kotlin's compiler, Gradle
-    r"|CONFLICT \([^)]*\): \S|Automatic merge failed\b"  # git merge, rebase, cherry-pick
-    r"|FAIL: \S"  # unittest, Django: FAIL: test_add (tests.test_calc.CalcTests.test_add)
-    r"|\d+/\d+ Test +#\d+: \S+ .*\*\*\*\w|\d+ - \S+ \((?:Failed|Timeout|Not Run|Exception"
-    r"|SEGFAULT|Child aborted|OTHER_FAULT)\)$"  # CTest: a failed test, the list of them
-    r"|(?:Direct|Indirect) leak of \d|WARNING: \w*Sanitizer: "  # LeakSanitizer, ThreadSanitizer
-    r"|CMake Error\b|(?:FAILURES|ERRORS)!$"  # CMake; PHPUnit's verdict
-    r"|error (?:Command failed|An unexpected error)" + _MEMCHECK  # yarn
-)
-_ERROR = re.compile(
-    r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b(?::(?!:)|$)"  # ValueError: ...
-    r"|\bFAILED\b|\b(?:fatal )?(?:error|Error|ERROR)(?:\[\w+\])?:(?!:)"  # not error::X
-    r"|\b(?:No such file or directory|Permission denied|command not found|Segmentation fault"
-    r"|undefined reference to)\b"
-    r"|\bpanicked at\b"  # Rust
-    r"|\[(?:ERROR|FATAL|CRITICAL)\] *\S"  # bracketed log levels (Maven, many loggers)
-    r"|\berror [A-Z]{1,4}\d+ ?:"  # error TS2322:, error CS0103:, error C2065:, error MSB3073:
-    r"|\b(?:assertion failed|Assertion `[^\n]*' failed)"  # test macros; glibc's assert()
-    r"|\bFailed (?:to \w|asserting that\b)|\bError response from daemon\b"  # many; PHPUnit; Docker
-    r"|\b(?:Connection refused|Connection timed out|Could not resolve host"  # curl, ssh, git, ...
-    r"|Name or service not known|Temporary failure in name resolution|Network is unreachable"
-    r"|No route to host)\b"
-    r"|\bERR_PNPM_\w|\bELIFECYCLE\b"  # pnpm, npm
-    # A failed state in a status table: kubectl get pods / nodes, docker ps.
-    r"|\b\w*BackOff\b|\bCrashLoop|\bErrImagePull\b|\bOOMKilled\b|\bEvicted\b|\bNotReady\b"
-    r"|\bExited \([1-9]\d*\)"
-    # An application log's error level, a word of its own after a timestamp or a logger name,
-    # or a JSON log line's level.
-    r"|(?:^|[\s\[|(])(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC)[\s:\]|)]+\S"
-    r"|\"(?:level|severity|lvl)\"\s*:\s*\"(?i:error|fatal|critical|panic)\""
-    r"|##\[error\]\S|::error(?: [^:\n]*)?::\S"  # GitHub Actions' error annotations
-    # A failed system call's message (strerror), in any case: Go and Node print it lowercase.
-    r"|\b(?i:" + "|".join(map(re.escape, ERRNO_MESSAGES)) + r")\b"
-)
-_OUTCOME = re.compile(
-    r"^=* ?(\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b.* in [\d.]+s\b.*?)"
-    r"(?: =+)?$"
-)
-# How a run ended, in the words of other test runners and build tools (whole lines).
-_RUN_OUTCOME = re.compile(
-    r"^(?:Test Suites|Test Files|Tests):?\s+\d+ (?:failed|passed)\b"  # Jest, Vitest
-    r"|^\d+ (?:passing|failing|pending)\b"  # Mocha
-    r"|^FAIL\s+\S+\s+(?:\d+(?:\.\d+)?s|\[[\w ]+\])"  # go test: FAIL <package> 0.41s
-    r"|^test result: (?:ok|FAILED)\."  # cargo test
-    r"|^(?:Failed|Passed)! +- Failed: +\d"  # dotnet test
-    r"|^(?:\[INFO\] )?BUILD (?:SUCCESS(?:FUL)?|FAILURE|FAILED)\b"  # Maven, Gradle, Ant
-    r"|^Build (?:succeeded|FAILED|failed)(?:\.| with \d+ \w+\(s\).*| in [\d.]+s)?$"  # MSBuild
-    r"|^\d+ Error\(s\)$"  # MSBuild
-    r"|^(?:\[[\d:]+(?: [AP]M)?\] )?Found \d+ errors?\b"  # tsc, tsc --watch
-    r"|^✖ \d+ problems?\b"  # ESLint
-    r"|^ERROR SUMMARY: \d+ errors? from \d+ contexts?\b"  # Valgrind, and its leak summary's
-    r"|^(?:definitely|possibly) lost: [1-9]"  # lines when it found a leak
-    r"|^SUMMARY: \w*Sanitizer: \S"  # AddressSanitizer, UBSan, TSan, LeakSanitizer
-    r"|^(?:FAILED|OK) \((?:failures|errors|skipped)=\d+"  # unittest
-    r"|^Ran \d+ tests? in [\d.]+s$"  # unittest
-    r"|^\d+% tests passed, \d+ tests? failed out of \d+"  # CTest
-    r"|^\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b"  # RSpec, ExUnit, minitest
-    r"|^-- Configuring incomplete, errors occurred!|^ninja: build stopped: "  # CMake, Ninja
-    r"|^Tests: \d+, Assertions: \d+"  # PHPUnit
-)
-_SUCCESS = re.compile(
-    r"^(?:Successfully \w+ \S"  # pip, docker, setuptools: Successfully installed/built/tagged ...
-    r"|(?:added|removed|changed|updated) \d+ packages?\b"  # npm
-    r"|\d+ files? changed\b"  # git
-    r"|\d+ upgraded, \d+ newly installed\b"  # apt
-    r"|ok\s+\S+\s+(?:\d+(?:\.\d+)?s|\(cached\)))"  # go test: ok <package> 0.03s
-)
 # Trailing lines that say nothing about how a command went: exit-status footers added by agent
 # frameworks, package managers' upgrade notices, shrink-proxy's own omission markers.
 _FOOTER = re.compile(
@@ -132,11 +41,6 @@ _LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an erro
 # Babel's `>` frames): code, not an error report. Only in a text holding the gutter's bare lines
 # (`   |`, `   |     ^~~~`): a table's numbered rows (psql) look the same otherwise.
 _GUTTER = re.compile(r"^\s*(?:>\s*)?\d+ +\|")
-# npm's closing pointers to its log and report files (the report's path on a line of its own):
-# on every failure, about none of them.
-_POINTER = re.compile(
-    r"npm (?:ERR!|error) (?:(?:A complete log of this run|For a full report see)\b|/\S*$)"
-)
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
 _STEP = re.compile(r"#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment
 # Where an error happened, on the line after it (blank lines and Terraform's box edge between):
@@ -201,27 +105,38 @@ def _bare(stripped: str) -> str:
     return stripped
 
 
-def _error_line(line: str, framed: bool = False) -> tuple[str, str] | None:
+def _fact_of(stripped: str, category: str, table: Compiled) -> bool:
+    start, anywhere = table.fact_start[category], table.fact_anywhere[category]
+    return bool(
+        (start is not None and start.match(stripped))
+        or (anywhere is not None and anywhere.search(stripped))
+    )
+
+
+def _error_line(
+    line: str, framed: bool = False, table: Compiled = COMPILED
+) -> tuple[str, str] | None:
     """(category, line) when one line, outside a traceback, reports an error or how a run ended.
     `framed`: the text quotes source behind a gutter (`frames_source`)."""
     stripped = _bare(line.strip())
-    outcome = _OUTCOME.match(stripped)
-    if outcome:
-        return "outcomes", outcome.group(1)
-    if _RUN_OUTCOME.match(stripped):
+    for capture in table.fact_captures:
+        outcome = capture.match(stripped)
+        if outcome:
+            return "outcomes", outcome.group("fact")
+    if _fact_of(stripped, "outcomes", table):
         return "outcomes", stripped
-    if _SUCCESS.match(stripped):
+    if _fact_of(stripped, "successes", table):
         return "successes", stripped
     code = stripped.lstrip("+-> ")  # diff and quote prefixes
     if (
         _LISTING.match(line)
         or (framed and _GUTTER.match(line))
-        or _POINTER.match(stripped)
+        or _fact_of(stripped, "veto", table)
         or stripped.startswith("@@")
         or (code.startswith(_CODE_START) and not _STEP.match(code))
     ):
         return None
-    if _ERROR_START.match(stripped) or _ERROR.search(stripped):
+    if _fact_of(stripped, "errors", table):
         # pytest's "E   " prefix would hide that the line repeats a FAILED summary line.
         return "errors", _PYTEST_E.sub("", _PROGRESS.sub("", stripped))
     return None
@@ -349,7 +264,7 @@ def status_line(text: str) -> str | None:
         if (
             not stripped
             or _FOOTER.search(stripped)
-            or _POINTER.match(stripped)
+            or _fact_of(stripped, "veto", COMPILED)
             or not any(c.isalnum() for c in stripped)
         ):
             continue

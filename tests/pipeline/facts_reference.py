@@ -27,8 +27,8 @@ from typing import Any
 import orjson
 
 from proxy.pipeline.compact.outline import is_commit_log
-from proxy.pipeline.compact.rules import ERRNO_MESSAGES
 from proxy.pipeline.compact.scoring import shape
+from proxy.pipeline.idioms.logs import ERRNO_MESSAGES
 from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.types import Message
 

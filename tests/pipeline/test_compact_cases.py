@@ -8,8 +8,8 @@ import re
 import pytest
 
 from proxy.pipeline.compact import Compacted, compact_text, markers, outline
-from proxy.pipeline.compact.rules import NORMAL, STRONG
 from proxy.pipeline.compact.scoring import score_lines, shape
+from proxy.pipeline.idioms.record import NORMAL, STRONG
 from tests.pipeline.counters import crude, tik
 from tests.pipeline.test_outline import PROGRAMS, program, readme
 

@@ -10,9 +10,9 @@ import pytest
 
 from proxy.pipeline.compact import compact_text
 from proxy.pipeline.compact.lines import read
-from proxy.pipeline.compact.rules import CONTEXT, MEDIUM, NORMAL, STRONG, SUMMARY
 from proxy.pipeline.compact.scoring import score_lines
 from proxy.pipeline.facts import extract_facts
+from proxy.pipeline.idioms.record import CONTEXT, MEDIUM, NORMAL, STRONG, SUMMARY
 from tests.pipeline.counters import tik
 from tests.pipeline.ecosystems import logs
 from tests.pipeline.ecosystems_native import ruff_full

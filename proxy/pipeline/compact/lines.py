@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from itertools import compress
 
 from proxy.pipeline.compact import markers, outline
-from proxy.pipeline.compact.rules import MEDIUM, NORMAL, SIMILAR, STRONG, SUMMARY
 from proxy.pipeline.compact.runs import find_runs, last_redraw
 from proxy.pipeline.compact.scoring import scores_and_repeats, signal_count, signal_lines
+from proxy.pipeline.idioms.record import MEDIUM, NORMAL, SIMILAR, STRONG, SUMMARY
 
 Count = Callable[[str], int]
 

@@ -3,8 +3,8 @@
 A model that ran a command needs the verdict (summary and exit status), the errors with a little
 context, and tracebacks up to their exception line; progress chatter and long runs of passing tests
 matter least. Scores are plain integers so selection can sort by them. The scores and patterns
-are in `rules`: they cover common toolchains (pytest, pip, npm, gcc/clang, make, cargo, apt, git,
-valgrind, Python tracebacks) by the shapes their messages share; this module applies them, then
+are the idioms' (`proxy.pipeline.idioms`): they cover common toolchains by the shapes their
+messages share; this module applies them, then
 spreads context, reads tracebacks and demotes repeats. Speed matters (a
 60k-token log must score in a few ms): line-anchored rules share one combined regex scan, and the
 rules that may match anywhere in a line only test the lines that hold one of their trigger literals,
@@ -20,16 +20,9 @@ from itertools import accumulate
 
 import ahocorasick
 
-from proxy.pipeline.compact.rules import (
-    ANCHORED,
-    CONTEXT,
-    GROUP_SCORES,
-    MEDIUM,
-    MINOR,
-    NORMAL,
-    RULES,
-    STRONG,
-)
+from proxy.pipeline.idioms import COMPILED, Compiled
+from proxy.pipeline.idioms.compile import TRACEBACK_HEADER
+from proxy.pipeline.idioms.record import CONTEXT, MEDIUM, MINOR, NORMAL, STRONG
 
 # Valgrind's and the sanitizers' prefix of every line of theirs.
 _PID_MARK = re.compile(r"==\d+==")
@@ -67,35 +60,27 @@ def frames_source(text: str) -> bool:
     return "|" in text and _BARE_GUTTER.search("\n" + text) is not None
 
 
-_TRACEBACK = "traceback (most recent call last):"
+_TRACEBACK = TRACEBACK_HEADER
 _WORD = re.compile(r"\w+")
 _MIN_REPEATS = 3  # first + last + at least one between
-
-
-def _automaton() -> ahocorasick.Automaton:
-    """Every trigger literal in one Aho-Corasick automaton: the text is scanned once for all of
-    them (bench/pipeline_cost: ~4x faster than one `str.find` pass per literal, which was two
-    thirds of scoring a long log)."""
-    automaton = ahocorasick.Automaton()
-    for literal in {t for rule in RULES for t in rule.triggers} | {_TRACEBACK}:
-        automaton.add_word(literal, literal)
-    automaton.make_automaton()
-    return automaton
-
-
-_AUTOMATON = _automaton()
+# Every trigger literal in one Aho-Corasick automaton: the text is scanned once for all of them
+# (bench/pipeline_cost: ~4x faster than one `str.find` pass per literal, which was two thirds of
+# scoring a long log).
+_AUTOMATON = COMPILED.automaton
 
 
 class _Finder:
     """Which lines hold each trigger literal, from one scan of the lowercased text."""
 
-    def __init__(self, low: str, low_lines: list[str]) -> None:
+    def __init__(
+        self, low: str, low_lines: list[str], automaton: ahocorasick.Automaton = _AUTOMATON
+    ) -> None:
         self.starts = starts = list(accumulate((len(line) + 1 for line in low_lines), initial=0))
         found: dict[str, list[int]] = {}
         # No literal holds a newline, so a match lies within one line: the line of its last
         # character. Lines come in order; a literal seen twice on a line is listed once.
         line, next_start = 0, starts[1]  # `low_lines` holds at least one line
-        for end, literal in _AUTOMATON.iter(low):
+        for end, literal in automaton.iter(low):
             if end >= next_start:
                 line = bisect_right(starts, end) - 1
                 next_start = starts[line + 1]
@@ -179,18 +164,23 @@ def _repeats(lines: Sequence[str], scores: list[int]) -> frozenset[int]:
     return frozenset(i for key, i in last.items() if members[key] >= _MIN_REPEATS)
 
 
-def score_lines(lines: Sequence[str]) -> list[int]:
-    """One score per line (see the constants above); context spreads from errors and verdicts."""
-    return scores_and_repeats(lines)[0]
+def score_lines(lines: Sequence[str], table: Compiled = COMPILED) -> list[int]:
+    """One score per line (see the kinds in `idioms.record`); context spreads from errors and
+    verdicts."""
+    return scores_and_repeats(lines, table)[0]
 
 
-def scores_and_repeats(lines: Sequence[str]) -> tuple[list[int], frozenset[int]]:
+def scores_and_repeats(
+    lines: Sequence[str], table: Compiled = COMPILED
+) -> tuple[list[int], frozenset[int]]:
     """`score_lines`, and the last line of each signal shape seen many times (`_repeats` keeps
-    it at its rank, like the first, which already said the same)."""
+    it at its rank, like the first, which already said the same). `table`: the compiled idioms
+    (tests compile tables with a record removed)."""
+    anchored, group_scores = table.anchored, table.group_scores
     text = "\n".join(lines)
     low = text.lower()
     low_lines = low.split("\n")
-    finder = _Finder(low, low_lines)
+    finder = _Finder(low, low_lines, table.automaton)
     # The line-start rules read the text itself: where a lowercased line changed length ("İ"
     # lowercases to two characters), its lines start elsewhere than in `low`.
     starts = (
@@ -201,20 +191,20 @@ def scores_and_repeats(lines: Sequence[str]) -> tuple[list[int], frozenset[int]]
     n = len(lines)
     scores = [NORMAL] * n
     # One newline in front: every line, the first included, then starts right after a newline.
-    for match in ANCHORED.finditer("\n" + text):
+    for match in anchored.finditer("\n" + text):
         i = bisect_right(starts, match.start()) - 1
-        score = GROUP_SCORES[match.lastgroup or "minor"]
+        score = group_scores[match.lastgroup or "minor"]
         if scores[i] < score:
             scores[i] = score
     for at in glued_reports(text) if "==" in text else ():
         end = text.find("\n", at)
-        glued = ANCHORED.match("\n" + text[at : end if end >= 0 else len(text)])
+        glued = anchored.match("\n" + text[at : end if end >= 0 else len(text)])
         if glued is not None:
             i = bisect_right(starts, at) - 1
-            scores[i] = max(scores[i], GROUP_SCORES[glued.lastgroup or "minor"])
+            scores[i] = max(scores[i], group_scores[glued.lastgroup or "minor"])
     framed = frames_source(text)
     quoted: dict[int, bool] = {}
-    for rule in RULES:
+    for rule in table.rules:
         candidates = {i for t in rule.triggers for i in finder.lines_with(t)}
         search, score, requires = rule.pattern.search, rule.score, rule.requires
         for i in candidates:
@@ -265,7 +255,7 @@ def signal_lines(text: str) -> int:
     traceback frames, section rules, source quoted behind a numbered gutter): the line-anchored
     rules alone, one scan each. A linter's report is mostly quoted source: not a document."""
     quoted = len(_QUOTED_LINE.findall("\n" + text)) if frames_source(text) else 0
-    return len(ANCHORED.findall("\n" + text)) + quoted
+    return len(COMPILED.anchored.findall("\n" + text)) + quoted
 
 
 def signal_count(scores: Sequence[int]) -> int:
