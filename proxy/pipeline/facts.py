@@ -68,9 +68,11 @@ COMMAND_KEYS = ("cmd", "command", "script")
 PATH_KEYS = ("path", "file", "filename", "file_path", "filepath", "cwd", "directory", "dir")
 
 _URL = re.compile(r"\bhttps?://[^\s<>\"'`)\]}]+")
+# A path starts where no character of a path comes before it (a `+` neither: otherwise every
+# character after one in a long `+a+a+a` word would start a path of its own, read to the end).
 _PATH = re.compile(
-    r"(?<![\w/.~@:-])"
-    r"(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+"  # a/b, /a/b, ~/a, ./a, ../a
+    r"(?<![\w/.~@:+-])"
+    r"(?:~|\.{1,2})?/?(?:[\w.@+-]++/)+[\w.@+-]++"  # a/b, /a/b, ~/a, ./a, ../a
 )
 _EXT = (
     "py|pyi|pyx|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|toml|ya?ml|cfg|ini|conf|txt|md|rst|c|h|cc|"
@@ -78,11 +80,14 @@ _EXT = (
 )
 _FILENAME = re.compile(rf"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\.(?:{_EXT})(?![\w/])")
 _NAMED_FILES = re.compile(r"(?<![\w/.-])(?:Makefile|Dockerfile|Containerfile|Procfile)(?![\w/.])")
-_DOLLAR = re.compile(r"^\s*\$ +(\S.*)$", re.M)
+_DOLLAR = re.compile(r"^[^\S\n]*\$ +(\S.*)$", re.M)  # blanks of its own line only
+# A named pin starts at a name's first letter, not after a hyphen inside it (every letter after a
+# hyphen of a long `a-a-a` word would read the rest again); its runs are read once (possessive:
+# what follows them is none of their characters).
 _VERSION = re.compile(
-    r"(?<![\w.])(?:[A-Za-z][\w.-]*(?:==|>=|<=|~=|!=|@)v?\d+(?:\.\d+)+[\w.+-]*"  # pkg==1.2.3
-    r"|v\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?"  # v1.2.3
-    r"|\d+\.\d+\.\d+(?:[-.]?(?:a|b|rc|dev|post|alpha|beta|pre)\d*)?)(?![\w.])"  # 1.2.3rc1
+    r"(?:(?<![\w.-])[A-Za-z][\w.-]*+(?:==|>=|<=|~=|!=|@)v?\d+(?:\.\d+)+[\w.+-]*+"  # pkg==1.2.3
+    r"|(?<![\w.])(?:v\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?"  # v1.2.3
+    r"|\d+\.\d+\.\d+(?:[-.]?(?:a|b|rc|dev|post|alpha|beta|pre)\d*)?))(?![\w.])"  # 1.2.3rc1
 )
 _BACKTICK = re.compile(r"`([A-Za-z_][\w.]*(?:\(\))?)`")
 # `\bdef\s+name`, etc., written with the word boundary as a look-behind after the keyword, so the
@@ -98,7 +103,7 @@ _UNIT = re.compile(
     r"|tokens|lines|files|tests|passed|failed|errors?|warnings?|skipped)(?![\w%])"
 )
 _NOT_IDENTIFIERS = frozenset({"None", "True", "False", "null", "true", "false", "self", "cls"})
-_NUMERIC = re.compile(r"[\d.,:]+")
+_NUMERIC = re.compile(r"^[\d.,:]+")
 _TRAILING = ".,:;!?)]}'\"`"
 # What every match of a pattern holds (for proxy.pipeline.scan.find_in). _URL's matches never
 # cross a newline; those of _PATH, _FILENAME, _NAMED_FILES and _VERSION are made of scan.WORDISH

@@ -23,7 +23,7 @@ from proxy.pipeline.compact.scoring import frames_source, glued_reports
 from proxy.pipeline.idioms import COMPILED, Compiled
 from proxy.pipeline.idioms.logs import ERRNO_MESSAGES
 
-_PID = re.compile(r"==\d+==")  # Valgrind's and the sanitizers' prefix of every line of theirs
+_PID = re.compile(r"^==\d+==")  # Valgrind's and the sanitizers' prefix of every line of theirs
 # Trailing lines that say nothing about how a command went: exit-status footers added by agent
 # frameworks, package managers' upgrade notices, shrink-proxy's own omission markers.
 _FOOTER = re.compile(
@@ -32,9 +32,9 @@ _FOOTER = re.compile(
     r"|^\[notice\]|^npm notice\b|^\[\.\.\. .* omitted by shrink-proxy \.\.\.\]$",
     re.I,
 )
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z][.,:;!?]?")  # a word of prose, not a path
+_WORD = re.compile(r"^[A-Za-z][A-Za-z'-]*[A-Za-z][.,:;!?]?")  # a word of prose, not a path
 _NOT_STATUS = re.compile(
-    r"[-+|@<>{}\[\]()\"'#]|[dlcbps-][rwxsStT-]{9}"
+    r"^(?:[-+|@<>{}\[\]()\"'#]|[dlcbps-][rwxsStT-]{9})"
 )  # diffs, tables, code, ls -l
 _LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an error report
 # Source quoted behind a numbered gutter under a diagnostic (gcc, clang, rustc, ruff; Jest's and
@@ -42,16 +42,18 @@ _LISTING = re.compile(r"^\s*\d+\t")  # `cat -n` output: source code, not an erro
 # (`   |`, `   |     ^~~~`): a table's numbered rows (psql) look the same otherwise.
 _GUTTER = re.compile(r"^\s*(?:>\s*)?\d+ +\|")
 _CODE_START = ("raise ", "except ", "class ", "def ", "import ", "from ", "#", "//", "assert ")
-_STEP = re.compile(r"#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment
+_STEP = re.compile(r"^#\d+ ")  # BuildKit's step prefix (#12 4.211 ...), not a comment
 # Where an error happened, on the line after it (blank lines and Terraform's box edge between):
 # rustc's `--> file:line:col`, a JS/Java/.NET stack frame, Terraform's `on main.tf line 48`.
-_LOCATION = re.compile(r"--> \S+:\d+|at \S.*(?:\.\w+:\d+(?::\d+)?\)?|:line \d+)$|on \S+ line \d+\b")
+_LOCATION = re.compile(
+    r"^(?:--> \S+:\d+|at \S.*(?:\.\w+:\d+(?::\d+)?\)?|:line \d+)$|on \S+ line \d+\b)"
+)
 _BOX = "│"  # Terraform draws a box edge before each line of a diagnostic
 # go test: a failing test's own message (`    codec_test.go:118: got 3, want 4`), on the line
 # just above its `--- FAIL:` line (go test -v) or just below it (_LINE_START_FACT's group 1).
-_GO_DETAIL = re.compile(r"\s+[\w.-]+\.go:\d+: \S")
+_GO_DETAIL = re.compile(r"^\s+[\w.-]+\.go:\d+: \S")
 _PYTEST_E = re.compile(r"^E\s+")
-_PROGRESS = re.compile(r"\s+\[\s*\d+%\]$")
+_PROGRESS = re.compile(r"(?<!\s)\s+\[\s*\d+%\]$")  # from a run's start: read once
 
 # Line breaks other than "\n" that str.splitlines() also splits at: error_lines turns them into
 # "\n" first, so that its lines are exactly those of splitlines().

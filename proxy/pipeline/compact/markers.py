@@ -13,8 +13,12 @@ import re
 SIGNATURE = "omitted by shrink-proxy"
 
 # Any marker we emit, for recognising our own output (kept with priority, never cut again).
+# Its words are looked for ahead, then the note is read once up to its first bracket (none of our
+# notes holds one): `[^\]\n]*` on both sides of the words read the rest of the line again from
+# every `[... ` and for every place the words could be.
 MARKER_RE = re.compile(
-    r"\[\.\.\. [^\]\n]*(?:shrink-proxy|repeated \d[\d,]* more times)[^\]\n]* \.\.\.\]"
+    r"\[\.\.\. (?=[^\[\]\n]*?(?:shrink-proxy|repeated \d[\d,]* more times))[^\[\]\n]*+"
+    r"(?<= \.\.\.)\]"
 )
 
 

@@ -54,7 +54,9 @@ _DEFINITION = (
 _TOP = (
     rf"[A-Za-z_][\w.]*{_B}*(?::{_B}*[^=\n]+)?=(?!=){_B}*\S"
     rf"|(?!(?:if|for|while|switch|return|else|do|case|catch)\b)"
-    rf"(?P<function>(?:[A-Za-z_][\w*]*[ \t*]+)+\**\w+{_B}*\([^;\n]*$)"
+    # Words and the blanks or stars between them read possessively: a star belongs to the word
+    # before it, so `a*a*a*a` splits one way only (it split every way, in exponential time).
+    rf"(?P<function>(?:[A-Za-z_][\w*]*+[ \t*]++)+\**\w+{_B}*\([^;\n]*$)"
 )
 # Every form of _DEFINITION starts with a lowercase keyword among these letters: a line that
 # starts otherwise is passed over without trying each form (3x faster on source files).
@@ -70,10 +72,10 @@ _SCAN = re.compile(
 # statement keyword or a closing bracket at its start, or ending like a statement or a block
 # opener does (tested with `str.endswith`: a regex reaching for the end of every line costs 4x).
 _CODE_START = re.compile(
-    r"[ \t]+\S|#|//|/\*|\*|@|\"\"\"|'''|[}\])]"
+    r"^(?:[ \t]+\S|#|//|/\*|\*|@|\"\"\"|'''|[}\])]"
     r"|(?:import|from|return|if|else|elif|for|while|try|except|catch|finally|with|package|use"
     r"|using|include|const|let|var|pub|fn|func|class|def|struct|enum|interface|type|raise|throw"
-    r"|async|export|static|public|private|protected|namespace|require|module|end)\b"
+    r"|async|export|static|public|private|protected|namespace|require|module|end)\b)"
 )
 _CODE_ENDS = tuple("{}:;,([)=")
 # The definitions that open with a keyword (`_DEFINITION`), indented or not: unlike `_TOP`'s
@@ -132,8 +134,8 @@ def is_source(text: str, lines: Sequence[str], signals: Callable[[str], int]) ->
 # headings. ATX (`## Usage`) or setext (a title underlined with three or more `=` or `-`, no
 # spaces: a diff's removed blank line `-` is no underline).
 _HEADING_HINT = re.compile(r"\n(?:#{1,6}[ \t]+\S|(?:={3,}|-{3,})[ \t]*$)", re.MULTILINE)
-_ATX = re.compile(r"(#{1,6})[ \t]+\S")
-_UNDERLINE = re.compile(r"(?:={3,}|-{3,})[ \t]*")
+_ATX = re.compile(r"^(#{1,6})[ \t]+\S")
+_UNDERLINE = re.compile(r"^(?:={3,}|-{3,})[ \t]*")
 _FENCES = ("```", "~~~")
 
 
@@ -259,12 +261,12 @@ def diff_map(lines: Sequence[str]) -> list[tuple[int, int]]:
 # context lines of -A/-B/-C, `--` between groups).
 # The path is one word with something besides digits and hyphens in it: a log's leading date
 # (`2026-11-30 ...`) is no path.
-_MATCH = re.compile(r"(?=[^\s:]*[^\d\s:-])([^\s:]+?)[:-](\d+)[:-]")
+_MATCH = re.compile(r"^(?=[^\s:]*[^\d\s:-])([^\s:]+?)[:-](\d+)[:-]")
 MATCH_SHARE = 0.8  # of the non-blank lines, at least, for a text to be search results
 # A compiler's or linter's diagnostic has the same `path:line:` start (gcc, mypy, flake8, ruff):
 # a list of those is a log of errors, not search results.
 _DIAGNOSTIC = re.compile(
-    r"[^\s:][^:\n]*?:\d+:(?:\d+:)? ?(?:fatal error|error|warning|note|[A-Z]{1,3}\d{2,4})\b"
+    r"^[^\s:][^:\n]*?:\d+:(?:\d+:)? ?(?:fatal error|error|warning|note|[A-Z]{1,3}\d{2,4})\b"
 )
 DIAGNOSTIC_SHARE = 0.2
 HIT_SHARE = 0.1  # of the matched lines, at least, matches rather than context (grep -C 4: 1/9)
@@ -308,7 +310,7 @@ def first_matches(files: Sequence[str | None]) -> list[tuple[int, int]]:
 # `commit <hash>` line, header lines (`Author:`, `Merge:`, `Date:`...) up to a blank line, then
 # the message indented. Its `N files changed` lines are no verdicts and its messages' words
 # ("fix the error in ...") no errors: it is read like a diff, with the commits as its map.
-_COMMIT = re.compile(r"[*|/\\ ]*commit [0-9a-f]{7,64}(?![\w-])")
+_COMMIT = re.compile(r"^[*|/\\ ]*commit [0-9a-f]{7,64}(?![\w-])")
 _HEADERS = ("Author:", "Merge:")
 _GRAPH = "*|/\\ _"  # what `--graph` draws before a line
 _MESSAGE_SEARCH = 12  # lines after a commit line where its header and subject must be

@@ -48,7 +48,7 @@ def glued_reports(text: str) -> list[int]:
 # above it lends it context when that is kept.
 # Only in a text that also holds the gutter's bare lines (`   |`, `   |     ^~~~`): a table's
 # numbered rows (psql: ` 17 | failed | connection refused`) look the same otherwise.
-_QUOTED = re.compile(r"[ \t]*+(?:>[ \t]*)?\d+[ \t]+\|")
+_QUOTED = re.compile(r"^[ \t]*+(?:>[ \t]*)?\d+[ \t]+\|")
 _QUOTED_LINE = re.compile(r"\n[ \t]*+(?:>[ \t]*)?\d+[ \t]+\|")
 # From a newline (put in front of the text), so the engine skips from newline to newline.
 _BARE_GUTTER = re.compile(r"\n[ \t]+\|[ \t]*(?:[\^~-][^\n]*)?(?![^\n])")
@@ -235,7 +235,7 @@ def scores_and_repeats(
 
 # A diagnostic that gives only `line:col` (ESLint's and stylelint's default format): its file is
 # the unindented line heading its group.
-_BARE_LOCATION = re.compile(r"[ \t]+\d+:\d+[ \t]")
+_BARE_LOCATION = re.compile(r"^[ \t]+\d+:\d+[ \t]")
 
 
 def _file_headers(lines: Sequence[str], scores: list[int], anchors: Sequence[int]) -> None:

@@ -54,9 +54,11 @@ class Compiled:
     fact_captures: tuple[re.Pattern[str], ...]
 
 
-def _union(patterns: Iterable[str], flags: int = 0) -> re.Pattern[str] | None:
+def _union(patterns: Iterable[str], start: bool = False) -> re.Pattern[str] | None:
     sources = list(patterns)
-    return re.compile("|".join(f"(?:{p})" for p in sources), flags) if sources else None
+    if not sources:
+        return None
+    return re.compile(("^" if start else "") + "(?:" + "|".join(f"(?:{p})" for p in sources) + ")")
 
 
 def compile_table(idioms: Iterable[Idiom]) -> Compiled:
@@ -86,8 +88,9 @@ def compile_table(idioms: Iterable[Idiom]) -> Compiled:
         automaton.add_word(literal, literal)
     automaton.make_automaton()
     facts = [i for i in table if i.fact is not None]
+    # Matched at the start of one stripped line (`^`: a search tries there alone).
     captures = tuple(
-        re.compile(i.pattern, re.MULTILINE)
+        re.compile(f"^(?:{i.pattern})")
         for i in facts
         if i.at == "start" and "(?P<fact>" in i.pattern
     )
@@ -98,7 +101,7 @@ def compile_table(idioms: Iterable[Idiom]) -> Compiled:
                 for i in facts
                 if i.fact == c and i.at == "start" and "(?P<fact>" not in i.pattern
             ),
-            re.MULTILINE,
+            start=True,
         )
         for c in FACT_ORDER
     }

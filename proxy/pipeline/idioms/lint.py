@@ -23,7 +23,9 @@ IDIOMS = (
         "lint.located.fact",
         # src/app.py:3:1: F401 `os` imported but unused (a path holds a letter or a dot:
         # `09:12:33: A1234` is a time)
-        r"(?:[A-Za-z]:)?[^\s:]*[A-Za-z_./][^\s:]*:\d+:\d+: [A-Z]{1,4}\d{2,4}\b",
+        # (the letter looked for ahead, the path read once: two runs of `[^\s:]*` around one
+        # letter split a long word every way)
+        r"(?:[A-Za-z]:)?(?=[^\s:]*[A-Za-z_./])[^\s:]++:\d+:\d+: [A-Z]{1,4}\d{2,4}\b",
         fact="errors",
         examples=("src/app.py:3:1: F401 `os` imported but unused",),
     ),

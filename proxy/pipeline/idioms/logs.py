@@ -177,7 +177,8 @@ IDIOMS = (
     ),
     Idiom(
         "logs.assertion.fact",
-        r"\b(?:assertion failed|Assertion `[^\n]*' failed)",
+        # The first `Assertion `` only (atomic): a later one leaves less of the line to close it.
+        r"\bassertion failed|^(?>.*?\bAssertion `).*' failed",
         fact="errors",
         at="anywhere",
         cased=True,

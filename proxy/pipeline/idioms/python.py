@@ -7,7 +7,9 @@ from proxy.pipeline.idioms.record import MEDIUM, MINOR, SECTION, STRONG, SUMMARY
 IDIOMS = (
     Idiom(
         "python.pytest.summary",
-        r"=+ [^\n]*\b(?:passed|failed|errors?|no tests ran)\b[^\n]* =+$",
+        # The rule's ends possessive, the words looked for ahead, the end found lazily: one pass
+        # over the line (`=+ [^\n]*\b(words)\b[^\n]* =+$` retried every word against every end).
+        r"=++ (?=[^\n]*?\b(?:passed|failed|errors?|no tests ran)\b)[^\n]*? =++$",
         SUMMARY,
         examples=("========= 3 failed, 120 passed, 2 skipped in 4.21s =========",),
         counter=("========= FAILURES =========",),
@@ -23,7 +25,10 @@ IDIOMS = (
     ),
     Idiom(
         "python.pytest.counts",
-        r"\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)\b"
+        # The first count, found once (atomic), then the time after it: a later count could only
+        # be followed by less of the line (searched from every count, the line is read again
+        # for each).
+        r"^(?>.*?\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)\b)"
         r".*\bin \d+(?:\.\d+)?s\b",
         SUMMARY,
         at="anywhere",
@@ -100,7 +105,11 @@ IDIOMS = (
     ),
     Idiom(
         "python.exception.fact",
-        r"\b[A-Za-z_][\w.]*(?:Error|Exception)\b(?::(?!:)|$)",
+        # From the start of a dotted name only, committed to its first word (a later one could only
+        # be shorter), then the suffix ending it: tried at every dot, `\b[A-Za-z_][\w.]*Error`
+        # reads the rest of the name again from each.
+        r"(?<![\w.])(?>[\w.]*?(?<!\w)(?=[A-Za-z_]))[A-Za-z_][\w.]*?(?:Error|Exception)(?![\w.])"
+        r"(?::(?!:)|$)",
         fact="errors",
         at="anywhere",
         cased=True,
