@@ -40,7 +40,9 @@ import orjson
 
 MAX_BODY = 256 * 1024  # error bodies are small; never scan more than this
 MAX_NUMBER = 100_000_000
-_N = r"(\d{1,3}(?:,\d{3})+|\d+)"
+# A number starts where no digit or comma comes before it, and its digit groups are read once
+# (possessive): tried inside a long `1,111,111,...` run, it reread the rest from every digit.
+_N = r"(?<![\d,])(\d{1,3}(?:,\d{3})++|\d++)"
 _OWN = "shrink-proxy"  # our own ContextTooLarge message: never mistake it for the backend's
 
 
@@ -91,7 +93,7 @@ _PROMPT_RULES = [
     _rx(r"your prompt contains (?:at least )?N input tokens"),
     _rx(r"\(N in (?:the |your )?(?:messages|prompt)"),
 ]
-_OPENROUTER = _rx(r"you requested about N tokens \(([^)]*)\)")
+_OPENROUTER = _rx(r"you requested about N tokens \(([^()]*+)\)")  # to the first bracket
 _OPENROUTER_PART = _rx(r"N of [a-z ]*?input")
 _CODES = {"context_length_exceeded", "exceed_context_size_error", "model_context_window_exceeded"}
 _TEXT_KEYS = ("message", "error", "detail", "msg")

@@ -20,7 +20,7 @@ from re import _parser as P  # type: ignore[attr-defined]
 from typing import Any
 
 # Characters tried, in order, when a pattern item is a class: the first one it accepts.
-_POOL = "a1 Z_.-:/=*+(\t\"'#@,;|<>[]{}!?%&$~^`\\é✕中😀\x00"
+_POOL = " a1Z_.-:/=*+(\t\"'#@,;|<>[]{}!?%&$~^`\\é✕中😀\x00"
 _WORD = re.compile(r"\w")
 _DIGIT = re.compile(r"\d")
 _SPACE = re.compile(r"\s")
@@ -184,6 +184,15 @@ def strings(unit: str, size: int) -> Iterator[tuple[str, str]]:
         if line:
             yield "lines", ("\n" + line) * max(1, size // (len(line) + 1))
             yield "spaced", (line + " ") * max(1, size // (len(line) + 1))
+            # One long line, as a line-anchored scan meets it (`\n` first).
+            yield "line", "\n" + line * max(1, (size - 1) // len(line))
+    elif unit.startswith("\n") and len(unit) > 3:
+        # A line's start once, then the rest of it repeated: one long line holding what the
+        # pattern looks for after that start many times (`=+ [^\n]*word[^\n]* =+$`).
+        for cut in sorted({2, 3, len(unit) // 2}):
+            rest = unit[cut:].replace("\n", " ")
+            if rest.strip():
+                yield f"infix{cut}", unit[:cut] + rest * max(1, (size - cut) // len(rest))
 
 
 @dataclass(frozen=True)
@@ -212,11 +221,13 @@ class Finding:
 
 
 def timed(run: Callable[[str], Any], text: str, repeat: int = 3) -> float:
+    """The least CPU time of this thread over `repeat` runs: other processes on a loaded
+    machine take the core away between runs, not out of them."""
     best = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.thread_time()
         run(text)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.thread_time() - start)
     return best
 
 
@@ -257,3 +268,125 @@ def measure(
                     break
         out.append(Finding(label, unit, tuple(done_sizes), tuple(done_secs)))
     return out
+
+
+def reads_newline(pattern: str, flags: int = 0) -> bool:
+    """Whether some item of `pattern` can match a newline (a class or category holding one, a
+    negated literal, `.` under DOTALL): a pattern meant for one line must not."""
+
+    def walk(items: Any) -> bool:
+        for op, arg in items:
+            if op is C.IN and _in_set("\n", arg):
+                return True
+            if op is C.NOT_LITERAL and arg != 10:
+                return True
+            if op is C.CATEGORY and _in_category("\n", arg):
+                return True
+            if op is C.ANY and flags & re.DOTALL:
+                return True
+            if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT) and walk(arg[2]):
+                return True
+            if op is C.SUBPATTERN and walk(arg[3]):
+                return True
+            if op is C.ATOMIC_GROUP and walk(arg):
+                return True
+            if op is C.BRANCH and any(walk(alt) for alt in arg[1]):
+                return True
+        return False
+
+    return walk(P.parse(pattern, flags))
+
+
+# A scan every linear pattern is measured against: it visits each character once and makes a
+# match per word, as a tokenizer's pre-split does.
+REFERENCE = re.compile(r"\w+|[^\w\s]+|\s+")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a pattern fared on its worst adversarial string."""
+
+    label: str
+    unit: str
+    growth: float  # its time's growth from the small to the large size, over the reference's
+    ratio: float  # its time at the large size, in reference scans of the same string
+    seconds: float  # its time at the large size
+    exploded: bool  # stopped early: superlinear at a small size
+
+    def linear(self, max_growth: float = 4.0) -> bool:
+        """Its time grew about as fast as the reference scan's (quadratic: 8 times as fast)."""
+        return not self.exploded and self.growth <= max_growth
+
+
+def _ladder(run: Callable[[str], Any], unit: str, label: str, top: int) -> tuple[bool, float]:
+    """Time `run` on the string at doubling sizes up to `top`; (exploded, seconds at `top`).
+    Doubling keeps an exponential pattern from being tried at a size that would never end: it
+    is caught where one doubling multiplies its time by more than 16 and costs over 20 ms, or
+    any size costs over half a second (timed again, min of 3: a loaded machine's pauses, and
+    caches outgrown, are no explosion; a quadratic pattern's 4x per doubling is what
+    `check_linear`'s growth measures, below that half second)."""
+    size, last = 64, 0.0
+    while True:
+        text = dict(strings(unit, size))[label]
+        t = timed(run, text, repeat=1)
+        if t > 0.5 or (t > 0.02 and t > 16 * last):
+            t = timed(run, text, repeat=3)
+            if t > 0.5 or (t > 0.02 and t > 16 * last):
+                return True, t
+        if size >= top:
+            return False, t
+        last, size = t, size * 2
+
+
+def check_linear(
+    pattern: re.Pattern[str],
+    units: list[str] | None = None,
+    rank: int = 2048,
+    small: int = 8192,
+    large: int = 65536,
+    worst: int = 3,
+) -> Verdict:
+    """The pattern's worst case over adversarial strings (`seeds` by default): every string is
+    grown up to `rank` characters; the `worst` slowest are then timed at `small` and `large`
+    against `REFERENCE` on the same strings (min of 3, interleaved), and the worst growth wins.
+    Linear: about 1; quadratic: large / small (8)."""
+    run, ref = scan(pattern), scan(REFERENCE)
+    candidates: list[tuple[float, str, str]] = []
+    for unit in units if units is not None else seeds(pattern):
+        for label, _ in strings(unit, 64):
+            exploded, t = _ladder(run, unit, label, rank)
+            if exploded:
+                return Verdict(label, unit, float("inf"), float("inf"), t, True)
+            candidates.append((t, label, unit))
+    candidates.sort(reverse=True)
+    verdict = Verdict("", "", 0.0, 0.0, 0.0, False)
+    for _, label, unit in candidates[:worst]:
+        exploded, _ = _ladder(run, unit, label, large)
+        if exploded:
+            return Verdict(label, unit, float("inf"), float("inf"), 0.0, True)
+        found = _growth(run, ref, unit, label, small, large)
+        for _ in range(3):  # a loaded machine's pause inflates one measure, never every one
+            if found.linear():
+                break
+            again = _growth(run, ref, unit, label, small, large)
+            found = again if again.growth < found.growth else found
+        if (found.growth, found.ratio) > (verdict.growth, verdict.ratio):
+            verdict = found
+    return verdict
+
+
+def _growth(
+    run: Callable[[str], Any],
+    ref: Callable[[str], Any],
+    unit: str,
+    label: str,
+    small: int,
+    large: int,
+) -> Verdict:
+    a, b = dict(strings(unit, small))[label], dict(strings(unit, large))[label]
+    tp1 = tr1 = tp2 = tr2 = float("inf")
+    for _ in range(3):
+        tp1, tr1 = min(tp1, timed(run, a, 1)), min(tr1, timed(ref, a, 1))
+        tp2, tr2 = min(tp2, timed(run, b, 1)), min(tr2, timed(ref, b, 1))
+    growth = (tp2 / max(tp1, 2e-6)) / max(tr2 / max(tr1, 2e-6), 1e-9)
+    return Verdict(label, unit, growth, tp2 / max(tr2, 1e-9), tp2, False)

@@ -9,10 +9,11 @@ linters (flake8, ruff, pylint), Terraform,
 Docker, git, Valgrind, unittest, CTest, RSpec and minitest, the sanitizers, CMake, Ninja, apt),
 never by the content of any particular run.
 
-Speed matters (facts are extracted from never-seen history on the request path): a text is
-scanned twice for what every reported line holds (`_LINE_START_FACT`, `_ANYWHERE_FACT`) and only
-those lines are read in full. tests/pipeline/test_facts_fast.py checks the result against a plain
-line-by-line reading. Pure: no I/O.
+The idioms are `proxy.pipeline.idioms`' records with a `fact`. Speed matters (facts are
+extracted from never-seen history on the request path): a text is scanned twice for what every
+reported line holds (`_candidates`) and only those lines are read in full.
+tests/pipeline/test_facts_fast.py checks the result against a plain line-by-line reading.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import re
 
 from proxy.pipeline.compact.scoring import frames_source, glued_reports
 from proxy.pipeline.idioms import COMPILED, Compiled
-from proxy.pipeline.idioms.logs import ERRNO_MESSAGES
 
 _PID = re.compile(r"^==\d+==")  # Valgrind's and the sanitizers' prefix of every line of theirs
 # Trailing lines that say nothing about how a command went: exit-status footers added by agent
@@ -52,6 +52,9 @@ _BOX = "│"  # Terraform draws a box edge before each line of a diagnostic
 # go test: a failing test's own message (`    codec_test.go:118: got 3, want 4`), on the line
 # just above its `--- FAIL:` line (go test -v) or just below it (_LINE_START_FACT's group 1).
 _GO_DETAIL = re.compile(r"^\s+[\w.-]+\.go:\d+: \S")
+# Matched where a line starts (no `==PID==`); from a blank run's start only, so a search too
+# reads each run once.
+_GO_FAIL = re.compile(r"(?<![^\S\n])[^\S\n]*+--- FAIL:")
 _PYTEST_E = re.compile(r"^E\s+")
 _PROGRESS = re.compile(r"(?<!\s)\s+\[\s*\d+%\]$")  # from a run's start: read once
 
@@ -59,41 +62,6 @@ _PROGRESS = re.compile(r"(?<!\s)\s+\[\s*\d+%\]$")  # from a run's start: read on
 # "\n" first, so that its lines are exactly those of splitlines().
 _ODD_BREAK = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-# Every line that error_lines reports, or that starts a traceback, holds one of these: a line-start
-# form after the indentation (one scan over "\n" + text: the engine skips from newline to newline)
-# or, anywhere in the line, one of _ERROR's names and phrases (tsc's and MSBuild's error counts,
-# which _RUN_OUTCOME reads, hold "rror"). The line-start forms are grouped by their first
-# character, so that at most newlines only a few are tried. Group `gofail`: go test's `--- FAIL:`
-# line (not behind a `==PID==` prefix, which is group `pid`).
-_LINE_START_FACT = re.compile(
-    r"\n[^\S\n]*+(?P<pid>==\d+==[^\S\n]*+)?"
-    r"(?:T(?:raceback \(most|est)"  # a traceback; Jest's and Vitest's Tests:
-    r"|=* ?\d+ (?:passed|failed|error|skipped|deselected|xfailed|xpassed"  # _OUTCOME
-    r"|passing|failing|pending|files? changed)"  # Mocha; git's, in _SUCCESS
-    r"|F(?:AIL|ailed! )|B(?:UILD |uild )|\[INFO\] BUILD |test result:|Passed! |✖ \d"  # _RUN_OUTCOME
-    r"|Successfully |(?:added|removed|changed|updated) \d|ok\s"  # _SUCCESS
-    r"|E(?:RROR|rror|: |xpected|xecution failed)|fatal:|npm |make"  # _ERROR_START
-    r"|(?P<gofail>--- FAIL:)|panic: |● |Received|e: |CONFLICT \(|Automatic merge"
-    r"|Invalid |Mismatched |Conditional jump|Use of uninit|Syscall param"  # _MEMCHECK
-    r"|Source and dest|\d[\d,]* bytes in|definitely lost|possibly lost|Process terminating"
-    r"|SUMMARY: |OK \(|Ran \d|\d+% tests|\d+ (?:examples?|tests?|runs?), "  # _RUN_OUTCOME
-    r"|\d+/\d+ Test +#|\d+ - \S+ \(|Direct leak|Indirect leak|WARNING: "  # _ERROR_START
-    r"|ninja: build stopped|\d+ upgraded, |error (?:Command failed|An unexpected)"
-    r"|[A-Z]{1,4}\d{3,4}(?: \[\*\])?:?[ \t]+[A-Za-z`'\"(])"  # _ERROR_START: a rule code
-)
-# `.go:\d` written with a look-behind so that the engine tries only the positions holding a "g";
-# "ked at" for "panicked at" (a "k" is rarer than a "p").
-_ANYWHERE_FACT = re.compile(
-    r"rror|RROR|Exception|FAILED|No such file or directory|Permission denied|command not found"
-    r"|Segmentation fault|undefined reference to|ked at|FATAL\]|ITICAL\]|go:\d(?<=\.go:\d)"
-    r"|ssertion (?:failed|`)|Failed (?:to |asserting)|Connection refused|Connection timed out"
-    r"|Could not resolve host|Name or service not known|Temporary failure in name"
-    r"|Network is unreachable|No route to host|ERR_PNPM_|ELIFECYCLE"
-    r"|:\d+: [A-Z]{1,4}\d{2,4}\b"  # a linter's rule code after the location's column
-    r"|BackOff|CrashLoop|ErrImagePull|OOMKilled|Evicted|NotReady|Exited \([1-9]"
-    # Log levels (a JSON line's `"level":"error"` holds "rror" already).
-    r"|FATAL|CRITICAL|SEVERE|PANIC"
-)  # strerror's messages, in any case, are found by `_errno_lines` (3x cheaper than in here)
 # The start of the line that ends a traceback: not blank, not indented, not an omission marker.
 _TRACEBACK_END = re.compile(r"\n(?=\S)(?!\[\.\.\.)")
 
@@ -107,12 +75,11 @@ def _bare(stripped: str) -> str:
     return stripped
 
 
-def _fact_of(stripped: str, category: str, table: Compiled) -> bool:
-    start, anywhere = table.fact_start[category], table.fact_anywhere[category]
-    return bool(
-        (start is not None and start.match(stripped))
-        or (anywhere is not None and anywhere.search(stripped))
-    )
+def _fact_of(stripped: str, low: str, category: str, table: Compiled = COMPILED) -> bool:
+    start = table.fact_start[category]
+    if start is not None and start.match(stripped):
+        return True
+    return any(r.fact == category and r.matches(stripped, low) for r in table.fact_rules)
 
 
 def _error_line(
@@ -125,61 +92,81 @@ def _error_line(
         outcome = capture.match(stripped)
         if outcome:
             return "outcomes", outcome.group("fact")
-    if _fact_of(stripped, "outcomes", table):
+    low = stripped.lower()
+    if _fact_of(stripped, low, "outcomes", table):
         return "outcomes", stripped
-    if _fact_of(stripped, "successes", table):
+    if _fact_of(stripped, low, "successes", table):
         return "successes", stripped
     code = stripped.lstrip("+-> ")  # diff and quote prefixes
     if (
         _LISTING.match(line)
         or (framed and _GUTTER.match(line))
-        or _fact_of(stripped, "veto", table)
+        or _fact_of(stripped, low, "veto", table)
         or stripped.startswith("@@")
         or (code.startswith(_CODE_START) and not _STEP.match(code))
     ):
         return None
-    if _fact_of(stripped, "errors", table):
+    if _fact_of(stripped, low, "errors", table):
         # pytest's "E   " prefix would hide that the line repeats a FAILED summary line.
         return "errors", _PYTEST_E.sub("", _PROGRESS.sub("", stripped))
     return None
 
 
-def error_lines(text: str) -> list[tuple[str, str]]:
+def _candidates(text: str, table: Compiled) -> tuple[list[int], set[int]]:
+    """The starts of the lines `error_lines` must read, sorted, and those next to a go test's
+    `--- FAIL:` line: each line that starts like a fact idiom (one scan over "\n" + text, the
+    engine skipping from newline to newline), that holds a trigger of one found anywhere (one
+    Aho-Corasick scan of the lowercased text), or starts a traceback; and each Valgrind report
+    glued to half a line of the program's output, read from its `==PID==` on."""
+    starts = {m.start() for m in table.fact_scan.finditer("\n" + text)}
+    details: set[int] = set()
+    find = text.find
+    at = find("--- FAIL:")
+    while at >= 0:  # go test's failed test: its message is on the line above or below
+        start = text.rfind("\n", 0, at) + 1
+        if _GO_FAIL.match(text, start):
+            starts.add(start)
+            if start:
+                details.add(text.rfind("\n", 0, start - 1) + 1)
+            end = find("\n", at)
+            if end >= 0:
+                details.add(end + 1)
+        at = find("--- FAIL:", at + 9)
+    starts |= details
+    low = text.lower()
+    if len(low) == len(text):
+        for end, _ in table.fact_automaton.iter(low):
+            starts.add(text.rfind("\n", 0, end) + 1)
+    else:  # a character whose lowercase is longer ("İ"): line by line
+        line_starts = 0
+        for line in text.split("\n"):
+            lowered = line.lower()
+            if any(True for _ in table.fact_automaton.iter(lowered)):
+                starts.add(line_starts)
+            line_starts += len(line) + 1
+    starts.update(glued_reports(text) if "==" in text else ())
+    return sorted(starts), details
+
+
+def error_lines(text: str, table: Compiled = COMPILED) -> list[tuple[str, str]]:
     """(category, line) for lines that report an error or how a run ended.
 
     Categories: "outcomes" (test-run summary lines and the last line of each Python traceback),
     "successes" (a package manager's or VCS's closing line) and "errors". Only the lines that
-    _LINE_START_FACT or _ANYWHERE_FACT find are read; after a "Traceback (most recent call last)"
-    line, the next line that is not blank, indented or an omission marker is the exception.
-    An error's location on the next line that is not blank (_location) is listed as "locations"
-    (an error line, but never a verdict); a go test's message on the line next to its `--- FAIL:`
-    line (_GO_DETAIL) is an error.
+    `_candidates` finds are read; after a "Traceback (most recent call last)" line, the next
+    line that is not blank, indented or an omission marker is the exception. An error's
+    location on the next line that is not blank (_location) is listed as "locations" (an error
+    line, but never a verdict); a go test's message on the line next to its `--- FAIL:` line
+    (_GO_DETAIL) is an error.
     """
     if _ODD_BREAK.search(text):
         text = _BREAKS.sub("\n", text)  # the lines of str.splitlines()
     framed = frames_source(text)
-    matches = list(_LINE_START_FACT.finditer("\n" + text))
-    starts = {m.start() for m in matches}
-    search, find = _ANYWHERE_FACT.search, text.find
-    details: set[int] = set()  # the starts of the lines next to a `--- FAIL:` line
-    for start in (m.start() for m in matches if m.group("gofail") and not m.group("pid")):
-        if start:
-            details.add(text.rfind("\n", 0, start - 1) + 1)
-        end = find("\n", start)
-        if end >= 0:
-            details.add(end + 1)
-    starts |= details
-    pos = 0
-    while (m := search(text, pos)) is not None:
-        starts.add(text.rfind("\n", 0, m.start()) + 1)
-        pos = find("\n", m.end()) + 1
-        if not pos:
-            break
-    starts |= _errno_lines(text)
-    starts.update(glued_reports(text) if "==" in text else ())  # read from their `==PID==` on
+    starts, details = _candidates(text, table)
+    find = text.find
     found: list[tuple[str, str]] = []
     read = 0  # lines that start before this were read as part of a traceback
-    for start in sorted(starts):
+    for start in starts:
         if start < read:
             continue
         end = find("\n", start)
@@ -196,7 +183,7 @@ def error_lines(text: str) -> list[tuple[str, str]]:
         elif start in details and _GO_DETAIL.match(line):
             found.append(("errors", line.strip()))
         else:
-            fact = _error_line(line, framed)
+            fact = _error_line(line, framed, table)
             if fact:
                 found.append(fact)
                 if fact[0] == "errors" and end >= 0:
@@ -205,31 +192,6 @@ def error_lines(text: str) -> list[tuple[str, str]]:
                         found.append(("locations", location[0]))
                         read = location[1]
     return found
-
-
-def _errno_lines(text: str) -> set[int]:
-    """The starts of the lines holding one of strerror's messages, in any case: one
-    `str.find` scan of the lowercased text per message. An alternative per message in
-    _ANYWHERE_FACT would let almost any character start a match (3x slower scans)."""
-    low = text.lower()
-    if len(low) != len(text):  # a character whose lowercase is longer ("İ"): go line by line
-        out, start = set(), 0
-        for line in text.split("\n"):
-            lowered = line.lower()
-            if any(m in lowered for m in ERRNO_MESSAGES):
-                out.add(start)
-            start += len(line) + 1
-        return out
-    out = set()
-    for message in ERRNO_MESSAGES:
-        pos = low.find(message)
-        while pos >= 0:
-            out.add(text.rfind("\n", 0, pos) + 1)
-            end = low.find("\n", pos)
-            if end < 0:
-                break
-            pos = low.find(message, end)
-    return out
 
 
 def _location(text: str, start: int) -> tuple[str, int] | None:
@@ -266,7 +228,7 @@ def status_line(text: str) -> str | None:
         if (
             not stripped
             or _FOOTER.search(stripped)
-            or _fact_of(stripped, "veto", COMPILED)
+            or _fact_of(stripped, stripped.lower(), "veto", COMPILED)
             or not any(c.isalnum() for c in stripped)
         ):
             continue

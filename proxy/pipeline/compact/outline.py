@@ -46,8 +46,9 @@ _DEFINITION = (
     rf"|module{_B}+[A-Z][\w:]*{_B}*$"  # Ruby
     # A JVM/.NET method or a C function definition: modifiers or a type, a name, a parameter
     # list that is not closed by `;` (a declaration or a call ends with one).
+    # (the modifiers read once, possessive: a line of them, retried at every split, was cubic)
     rf"|(?:(?:public|private|protected|internal|static|final|abstract|override|virtual|async"
-    rf"|synchronized|inline|extern|const){_B}+)+[\w<>\[\],.?* ]+?{_B}+\**\w+{_B}*\([^;\n]*$"
+    rf"|synchronized|inline|extern|const){_B}++)++[\w<>\[\],.?* ]+?{_B}+\**\w+{_B}*\([^;\n]*$"
 )
 # At column 0 only: a module-level name bound (`__version__ = "1.17.0"`, `X: int = 3`), or a C
 # function defined (`static int rb_push(struct rb *r, int v)`), not a statement.

@@ -11,7 +11,6 @@ IDIOMS = (
         MARKER_RE.pattern,
         MARKER,
         at="anywhere",
-        triggers=("shrink-proxy", " more times"),
         examples=("[... 412 lines (9,310 tokens) omitted by shrink-proxy ...]",),
         why="our own note: never a fact",
     ),

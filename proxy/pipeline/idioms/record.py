@@ -37,10 +37,12 @@ class Idiom:
     """One shape of line, named `family.tool.what`.
 
     `at="start"`: the pattern matches at the line's start, after its indentation and Valgrind's
-    `==PID==` prefix. `at="anywhere"`: it is searched in the line, lowercased unless `cased`
-    (then the pattern is written in lowercase), and only in lines holding one of `triggers`
-    (lowercase literals, one of which every match holds).
+    `==PID==` prefix; it reads that one line (no newline in any of its classes), and a `$`
+    there allows trailing blanks. `at="anywhere"`: it is searched in the line, lowercased
+    unless `cased` (then the pattern is written in lowercase), and only in lines holding one of
+    the literals every match holds (read off the pattern: `literals.triggers`).
     A fact idiom with a group named `fact` lists that group, not the whole line.
+    Every pattern runs in time linear in its line (tests/pipeline/test_idioms.py).
     """
 
     name: str
@@ -51,7 +53,4 @@ class Idiom:
     counter: tuple[str, ...] = ()
     why: str = ""
     at: At = "start"
-    triggers: tuple[str, ...] = ()
     cased: bool = False
-    # anywhere, stage 1: literals every match holds besides a trigger (a cheap test first)
-    requires: tuple[str, ...] = ()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.pipeline.idioms.record import STRONG, SUMMARY, Idiom
+from proxy.pipeline.idioms.record import MEDIUM, STRONG, SUMMARY, Idiom
 
 IDIOMS = (
     Idiom(
@@ -10,25 +10,30 @@ IDIOMS = (
         # RSpec's, ExUnit's and minitest's totals.
         r"\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b",
         SUMMARY,
-        examples=("42 examples, 1 failure",),
+        "outcomes",
+        examples=("42 examples, 1 failure", "12 runs, 30 assertions, 1 failures, 0 errors"),
     ),
     Idiom(
-        "runners.totals.fact",
-        r"\d+ (?:examples?|tests?|runs?), \d+ (?:failures?|assertions?)\b",
-        fact="outcomes",
-        examples=("42 examples, 1 failure",),
-    ),
-    Idiom("runners.phpunit.failures", r"FAILURES!", STRONG, examples=("FAILURES!",)),
-    Idiom(
-        "runners.phpunit.failures.fact",
+        "runners.phpunit.failures",
         r"(?:FAILURES|ERRORS)!$",
-        fact="errors",
-        examples=("FAILURES!",),
+        STRONG,
+        "errors",
+        examples=("FAILURES!", "ERRORS!"),
     ),
     Idiom(
-        "runners.phpunit.totals.fact",
+        "runners.phpunit.totals",
         r"Tests: \d+, Assertions: \d+",
-        fact="outcomes",
+        SUMMARY,
+        "outcomes",
         examples=("Tests: 12, Assertions: 30, Failures: 1.",),
+    ),
+    Idiom(
+        "runners.phpunit.failed_asserting",
+        r"\bFailed asserting that\b",
+        MEDIUM,
+        "errors",
+        at="anywhere",
+        cased=True,
+        examples=("Failed asserting that 3 is identical to 4.",),
     ),
 )

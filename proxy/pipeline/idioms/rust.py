@@ -1,8 +1,8 @@
-"""Rust: cargo build and test, panics."""
+"""Rust: cargo build and test, panics, assertions."""
 
 from __future__ import annotations
 
-from proxy.pipeline.idioms.record import SUMMARY, Idiom
+from proxy.pipeline.idioms.record import MEDIUM, STRONG, SUMMARY, Idiom
 
 IDIOMS = (
     Idiom(
@@ -10,19 +10,29 @@ IDIOMS = (
         r"Finished\b",
         SUMMARY,
         examples=("    Finished `dev` profile [unoptimized + debuginfo] target(s) in 2.31s",),
+        why="cargo's closing status: the facts take a closing line like it as the result's "
+        "status (outcomes.status_line)",
     ),
     Idiom(
-        "rust.cargo.test_result.fact",
+        "rust.cargo.test_result",
         r"test result: (?:ok|FAILED)\.",
-        fact="outcomes",
+        SUMMARY,
+        "outcomes",
         examples=("test result: FAILED. 10 passed; 1 failed; 0 ignored",),
     ),
     Idiom(
-        "rust.panic.fact",
+        "rust.panic",
         r"\bpanicked at\b",
-        fact="errors",
+        STRONG,
+        "errors",
         at="anywhere",
-        cased=True,
         examples=("thread 'main' panicked at src/main.rs:4:5:",),
+    ),
+    Idiom(
+        "rust.assert.sides",
+        r"(?:left|right): ",
+        MEDIUM,
+        examples=("  left: 3", " right: 4"),
+        why="assert_eq!'s two values, under the panic line that is the fact",
     ),
 )

@@ -5,30 +5,27 @@ from __future__ import annotations
 from proxy.pipeline.idioms.record import STRONG, SUMMARY, Idiom
 
 IDIOMS = (
-    Idiom("vcs.git.fatal", r"fatal:", STRONG, examples=("fatal: not a git repository",)),
-    Idiom("vcs.git.fatal.fact", r"fatal:", fact="errors", examples=("fatal: bad revision",)),
+    Idiom("vcs.git.fatal", r"fatal:", STRONG, "errors", examples=("fatal: not a git repository",)),
     Idiom(
         "vcs.git.conflict",
-        r"CONFLICT \(",
+        r"CONFLICT \([^)\n]*\): \S",
         STRONG,
+        "errors",
         examples=("CONFLICT (content): Merge conflict in src/app.py",),
     ),
     Idiom(
         "vcs.git.merge_failed",
         r"Automatic merge failed\b",
         SUMMARY,
+        "errors",
         examples=("Automatic merge failed; fix conflicts and then commit the result.",),
+        why="a merge's verdict, listed as an error (it ends the result: the verdict anyway)",
     ),
     Idiom(
-        "vcs.git.conflict.fact",
-        r"CONFLICT \([^)]*\): \S|Automatic merge failed\b",
-        fact="errors",
-        examples=("CONFLICT (content): Merge conflict in src/app.py",),
-    ),
-    Idiom(
-        "vcs.git.changed.fact",
+        "vcs.git.changed",
         r"\d+ files? changed\b",
-        fact="successes",
-        examples=("3 files changed, 12 insertions(+), 4 deletions(-)",),
+        SUMMARY,
+        "successes",
+        examples=(" 3 files changed, 12 insertions(+), 4 deletions(-)",),
     ),
 )
