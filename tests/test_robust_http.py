@@ -12,9 +12,14 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import ProxyFactory
 from tests.fakes.upstream import FakeUpstream
+
+
+def nested_object(depth: int) -> str:
+    return '{"a":' * depth + '"leaf"' + "}" * depth
 
 
 def session(turns: int = 12) -> list[dict[str, Any]]:
@@ -41,6 +46,25 @@ def post_chat(url: str, msgs: list[dict[str, Any]], **headers: str) -> httpx.Res
     return httpx.post(
         url + "/v1/chat/completions", json={"model": "gpt-4o", "messages": msgs}, headers=headers
     )
+
+
+@pytest.mark.parametrize("depth", [1000, 1023, 5000])
+def test_old_tool_call_arguments_nested_1000_deep_are_dropped_not_a_500(
+    start_proxy: ProxyFactory, upstream: FakeUpstream, depth: int
+) -> None:
+    """Issue 20: orjson reads arguments up to 1,024 levels deep; the facts of the dropped span
+    walked them recursively, overflowed the stack, and the request failed with a 500. (Past
+    orjson's limit the arguments are read as text; so is a tool result's JSON past 100.)"""
+    url = start_proxy(context_window=2048)
+    msgs = session()
+    msgs[2]["tool_calls"][0]["function"]["arguments"] = nested_object(depth)
+    msgs[3]["content"] = nested_object(depth)
+    r = post_chat(url, msgs)
+    assert r.status_code == 200, r.text[:300]
+    assert "trim:" in r.headers["x-shrink-actions"]
+    sent = upstream.last.json()["messages"]
+    assert len(sent) < len(msgs) and sent[-1] == msgs[-1]
+    assert msgs[2] not in sent
 
 
 def test_json_tool_results_with_lone_surrogate_escapes_are_compacted_and_sent(

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from proxy.pipeline.compact import compact_text
 from proxy.pipeline.compact.jsonish import MAX_DEPTH, parse
+from proxy.pipeline.facts import extract_facts
 from proxy.pipeline.json_outcomes import failure_lines
 from tests.pipeline.counters import crude, tik
 
@@ -209,3 +210,14 @@ def test_json_at_max_depth_compacts_on_a_deep_stack() -> None:
 
     assert sys.getrecursionlimit() >= 1000
     at_depth(600)
+
+
+def test_facts_read_tool_call_arguments_as_deep_as_orjson_reads() -> None:
+    """orjson parses arguments up to 1,024 levels; the facts walk their strings iteratively."""
+    leaf = '"see /srv/app/main.py"'
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}
+    for depth in (1000, 1023):
+        call["function"]["arguments"] = _nest(depth, leaf)
+        orjson.loads(call["function"]["arguments"])
+        facts = extract_facts([{"role": "assistant", "content": None, "tool_calls": [call]}])
+        assert "/srv/app/main.py" in facts
