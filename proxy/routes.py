@@ -139,10 +139,10 @@ async def chat_completions(request: Request) -> Response:
     mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
     model = body.get("model") if isinstance(body.get("model"), str) else None
     window = await served_window(state, model) if mode != "off" else None
-    plan = state.shrinker.plan_inline(body, len(raw), mode, window)
+    plan = state.shrinker.plan_inline(body, len(raw), mode, window, ex.request_id)
     if plan is None:
         del body  # a cold request waits for a worker thread holding only its bytes
-        body, plan = await state.shrinker.plan_raw(raw, mode, window)
+        body, plan = await state.shrinker.plan_raw(raw, mode, window, ex.request_id)
     if mode == "compact" and plan.span and plan.marker_index is not None:
         plan = await with_summary(plan, body, request, state)
     report = plan.report
@@ -296,7 +296,7 @@ async def shrink_preview(request: Request) -> Response:
     state.heap.note(len(raw))
     body = wire.parse_chat(raw)
     mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
-    plan = await state.shrinker.plan(body, len(raw), mode)
+    plan = await state.shrinker.plan(body, len(raw), mode, request_id=request_id_of(request))
     return Response(
         orjson.dumps({"messages": plan.messages, "report": report_dict(plan.report)}),
         media_type="application/json",

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from tests.conftest import ProxyFactory
@@ -97,3 +98,108 @@ def test_json_tool_results_with_lone_surrogate_escapes_are_compacted_and_sent(
     compacted = sent[-2]["content"]
     assert compacted != text and "\\ud800 half" in compacted
     json.loads(compacted)  # still JSON, with the same escapes
+
+
+# --- a pipeline that raises ------------------------------------------------------------------
+
+
+def fail(exc: BaseException) -> Any:
+    def raising(*args: Any, **kwargs: Any) -> Any:
+        raise exc
+
+    return raising
+
+
+SECRET = "hunter2-secret-content"
+
+
+def big_session() -> list[dict[str, Any]]:
+    """session() with one long tool result (stage 1's work), its text quoted in no log."""
+    msgs = session()
+    msgs[-3]["content"] = "\n".join(f"{SECRET} row {i}: {'xyz' * (i % 9 + 1)}" for i in range(900))
+    return msgs
+
+
+def metric(url: str, fallback: str) -> float:
+    text = httpx.get(url + "/metrics").text
+    line = f'shrink_pipeline_errors_total{{fallback="{fallback}"}} '
+    return float(next(x for x in text.splitlines() if x.startswith(line)).split()[-1])
+
+
+@pytest.mark.parametrize(
+    ("target", "exc"),
+    [
+        ("proxy.pipeline.compact_text", RuntimeError(f"stage 1 bug near {SECRET}")),
+        ("proxy.pipeline.extract_facts", RecursionError("maximum recursion depth exceeded")),
+        ("proxy.pipeline.compact.parse", MemoryError()),
+    ],
+    ids=["stage1", "facts", "memory"],
+)
+@pytest.mark.parametrize("size", ["inline", "thread"])
+def test_a_pipeline_error_falls_back_to_trimming_and_is_logged_and_counted(
+    start_proxy: ProxyFactory,
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    target: str,
+    exc: BaseException,
+    size: str,
+) -> None:
+    """The request is answered, shrunk by stage 2's cut and plain head+tail cuts alone: no 500.
+    Inline and in a worker thread (a body over shrinker.THREAD_THRESHOLD)."""
+    url = start_proxy(context_window=2048)
+    monkeypatch.setattr(target, fail(exc))
+    msgs = big_session()
+    if size == "thread":
+        msgs[1]["content"] = "x" * 40_000  # an old message: the body is over 32 KB
+    with caplog.at_level("ERROR", logger="proxy.shrinker"):
+        r = post_chat(url, msgs, **{"x-request-id": "req-fallback-1"})
+    assert r.status_code == 200, r.text[:300]
+    assert r.headers["x-shrink-actions"].endswith("fallback:1")
+    assert "trim:" in r.headers["x-shrink-actions"]
+    assert "tools:" not in r.headers["x-shrink-actions"]  # stage 1 was not run again
+    assert int(r.headers["x-shrink-tokens-after"]) <= int(r.headers["x-shrink-budget"])
+    sent = upstream.last.json()["messages"]
+    assert sent[0] == msgs[0] and sent[-1] == msgs[-1] and len(sent) < len(msgs)
+    [record] = [r for r in caplog.records if r.name == "proxy.shrinker"]
+    fields = record.fields  # type: ignore[attr-defined]
+    assert fields["request_id"] == "req-fallback-1"
+    assert fields["error"] == type(exc).__name__ and fields["fallback"] == "trim"
+    assert SECRET not in caplog.text
+    assert metric(url, "trim") == 1 and metric(url, "unchanged") == 0
+
+
+@pytest.mark.parametrize(
+    ("target", "mode"),
+    [("proxy.pipeline.trim_history", "trim"), ("proxy.pipeline.compact_text", "tools")],
+    ids=["the_fallback_fails_too", "a_mode_that_does_not_trim"],
+)
+def test_the_request_is_sent_unchanged_when_no_fallback_can_shrink_it(
+    start_proxy: ProxyFactory,
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+    mode: str,
+) -> None:
+    url = start_proxy(context_window=2048)
+    monkeypatch.setattr(target, fail(KeyError(SECRET)))
+    raw = orjson.dumps({"model": "gpt-4o", "messages": big_session()})
+    r = httpx.post(url + "/v1/chat/completions", content=raw, headers={"x-shrink-mode": mode})
+    assert r.status_code == 200, r.text[:300]
+    assert upstream.last.body == raw  # the client's bytes, untouched
+    assert r.headers["x-shrink-actions"] == "fallback:1"
+    assert metric(url, "unchanged") == 1
+
+
+def test_the_preview_route_falls_back_too(
+    start_proxy: ProxyFactory, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = start_proxy(context_window=2048)
+    monkeypatch.setattr("proxy.pipeline.compact_text", fail(ValueError(SECRET)))
+    r = httpx.post(url + "/v1/shrink", json={"model": "gpt-4o", "messages": big_session()})
+    assert r.status_code == 200, r.text[:300]
+    report = r.json()["report"]
+    assert report["actions"]["fallback"] == 1 and report["fits"]
+    [note] = [n for n in report["notes"] if n.startswith("pipeline error")]
+    assert "ValueError at proxy/pipeline/__init__.py:" in note and SECRET not in note
+    assert upstream.requests == []
