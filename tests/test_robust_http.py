@@ -9,6 +9,7 @@ can be.
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import httpx
@@ -203,3 +204,64 @@ def test_the_preview_route_falls_back_too(
     [note] = [n for n in report["notes"] if n.startswith("pipeline error")]
     assert "ValueError at proxy/pipeline/__init__.py:" in note and SECRET not in note
     assert upstream.requests == []
+
+
+# --- an error that reaches the generic handler --------------------------------------------------
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 response with a Content-Length from `sock`: status, headers, body. Raises
+    ConnectionError when the connection ends (EOF or reset) before the response is complete."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"EOF after {len(data)} bytes of the head")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines)}
+    length = int(headers["content-length"])
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"EOF after {len(body)} of {length} body bytes")
+        body += chunk
+    return int(status_line.split()[1]), headers, body
+
+
+def request(path: str, body: bytes = b"") -> bytes:
+    method = "POST" if body else "GET"
+    return (
+        f"{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+def test_an_unexpected_error_closes_the_keep_alive_connection_cleanly(
+    start_proxy: ProxyFactory, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug outside the pipeline (here: a wire helper that raises) still gets an OpenAI-shaped
+    500, and says `connection: close`: uvicorn closes the connection after an exception even
+    once the answer is sent, and a keep-alive client that was not told met a reset or an EOF
+    on its next request on that connection."""
+    url = start_proxy()
+    monkeypatch.setattr("proxy.wire.is_stream", fail(RuntimeError(SECRET)))
+    host, port = url.removeprefix("http://").split(":")
+    chat = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(request("/v1/chat/completions", chat))
+        status, headers, body = read_response(sock)
+        assert status == 500
+        error = orjson.loads(body)["error"]
+        assert error["type"] == "api_error" and SECRET not in body.decode()
+        assert headers.get("connection") == "close"
+        # A client that reuses the connection anyway finds it closed, never half-answered.
+        try:
+            sock.sendall(request("/healthz"))
+            assert sock.recv(65536) == b""
+        except ConnectionResetError:
+            pass
+    with socket.create_connection((host, int(port)), timeout=5) as sock:  # the proxy is fine
+        sock.sendall(request("/healthz"))
+        assert read_response(sock)[0] == 200
