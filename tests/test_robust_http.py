@@ -101,6 +101,64 @@ def test_json_tool_results_with_lone_surrogate_escapes_are_compacted_and_sent(
     json.loads(compacted)  # still JSON, with the same escapes
 
 
+def with_deep(body: dict[str, Any], depth: int) -> bytes:
+    """`body` as JSON with each "DEEP" string replaced by `depth` nested empty arrays (too deep
+    for json.dumps and orjson.dumps to write themselves)."""
+    return json.dumps(body).replace('"DEEP"', "[" * depth + "]" * depth).encode()
+
+
+@pytest.mark.parametrize(
+    ("field", "depth"),
+    [("messages", 255), ("messages", 256), ("tools", 300), ("tools", 800)],
+)
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/shrink"])
+def test_a_shrunk_request_nested_past_orjson_s_limit_is_still_sent(
+    start_proxy: ProxyFactory, upstream: FakeUpstream, field: str, depth: int, route: str
+) -> None:
+    """orjson writes at most 254 levels; the wire accepts 256 in `messages` (counted from the
+    list: here the latest user message holds the rest) and reads any other field up to 1,024.
+    Re-serialised once shrunk, such a body made orjson raise: a 500."""
+    url = start_proxy(context_window=2048)
+    msgs = session()
+    body: dict[str, Any] = {"model": "gpt-4o", "messages": msgs}
+    if field == "messages":
+        msgs[-1]["x_extra"] = "DEEP"  # the latest user message: kept
+        depth -= 2  # the messages list and the message
+    else:
+        body["tools"] = [{"type": "function", "function": {"name": "f", "x_extra": "DEEP"}}]
+    raw = with_deep(body, depth)
+    r = httpx.post(url + route, content=raw)
+    assert r.status_code == 200, r.text[:300]
+    assert "trim:" in r.headers["x-shrink-actions"]
+    sent, got = (
+        orjson.loads(raw),
+        orjson.loads(r.content if route == "/v1/shrink" else upstream.last.body),
+    )
+    assert got["messages"][-1] == sent["messages"][-1] and len(got["messages"]) < len(msgs)
+    if route != "/v1/shrink":
+        assert got.get("tools") == sent.get("tools")
+
+
+def test_a_shrunk_request_too_deep_for_any_encoder_is_a_clear_400(
+    start_proxy: ProxyFactory, upstream: FakeUpstream
+) -> None:
+    """Tools nested 1,020 levels (orjson reads 1,024): sent as they came while nothing needs
+    cutting, refused with a 400 saying why when the shrunk request cannot be written."""
+    url = start_proxy(context_window=2048)
+    tools = [{"type": "function", "function": {"name": "f", "x_extra": "DEEP"}}]
+    small = [{"role": "user", "content": "hi"}]
+    for msgs, status in ((small, 200), (session(), 400)):
+        raw = with_deep({"model": "gpt-4o", "messages": msgs, "tools": tools}, 1020)
+        upstream.reset()
+        r = httpx.post(url + "/v1/chat/completions", content=raw)
+        assert r.status_code == status, r.text[:300]
+        if status == 200:
+            assert upstream.last.body == raw
+        else:
+            assert r.json()["error"]["type"] == "invalid_request_error"
+            assert "nested" in r.json()["error"]["message"] and upstream.requests == []
+
+
 # --- a pipeline that raises ------------------------------------------------------------------
 
 
