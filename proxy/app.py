@@ -118,7 +118,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings=settings,
             upstream=upstream,
             tokenizers=tokenizers,
-            shrinker=Shrinker(settings, tokenizers, on_count_ahead=metrics.count_ahead.inc),
+            shrinker=Shrinker(
+                settings,
+                tokenizers,
+                on_count_ahead=metrics.count_ahead.inc,
+                on_error=metrics.observe_pipeline_error,
+            ),
             summarizer=summarizer,
             discovery=discovery,
             metrics=metrics,

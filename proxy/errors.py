@@ -134,8 +134,15 @@ def install_handlers(app: FastAPI) -> None:
         return error_response(InvalidRequest(f"Invalid request: {exc}"))
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
+        # Starlette's ServerErrorMiddleware sends this answer and then raises the exception
+        # again, and uvicorn closes the connection when an app raises. `Connection: close` tells
+        # the client so: a keep-alive client not told sent its next request into a closed socket
+        # (a reset, or an EOF taken for a broken server).
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(ProxyError("Internal error in shrink-proxy (see its log)."))
+        return error_response(
+            ProxyError("Internal error in shrink-proxy (see its log)."),
+            headers={"connection": "close"},
+        )
 
     app.add_exception_handler(ProxyError, on_proxy_error)
     app.add_exception_handler(StarletteHTTPException, on_http_exception)

@@ -183,6 +183,14 @@ class Metrics:
             "the pipeline read them.",
             registry=r,
         )
+        self.pipeline_errors = counter(
+            "shrink_pipeline_errors",
+            "Requests the pipeline raised on while planning, by what they fell back to: 'trim' "
+            "(stage 2's cut and plain head+tail cuts only) or 'unchanged' (sent as received).",
+            "fallback",
+        )
+        for fallback in ("trim", "unchanged"):
+            self.pipeline_errors.labels(fallback)
         self.scraped = ScrapeCollector(self.window_values)
         r.register(self.scraped)
         for stage in KNOWN_STAGES:  # so that rate() sees the series before the first action
@@ -295,6 +303,10 @@ class Metrics:
             entry = self.summaries.setdefault(label, [0, 0.0])
             entry[0] += 1
             entry[1] += latency_s or 0.0
+
+    def observe_pipeline_error(self, fallback: str) -> None:
+        """The pipeline raised on a request, which was then planned by `fallback`."""
+        self.pipeline_errors.labels(fallback).inc()
 
     def set_window(self, model: str, tokens: int) -> None:
         """A window known for a model (configured, or learnt from an overflow error)."""

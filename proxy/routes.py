@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
+import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from proxy import wire
 from proxy.errors import (
     ContextTooLarge,
+    InvalidRequest,
     PayloadTooLarge,
     Unauthorized,
     UnsupportedMediaType,
@@ -139,10 +141,10 @@ async def chat_completions(request: Request) -> Response:
     mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
     model = body.get("model") if isinstance(body.get("model"), str) else None
     window = await served_window(state, model) if mode != "off" else None
-    plan = state.shrinker.plan_inline(body, len(raw), mode, window)
+    plan = state.shrinker.plan_inline(body, len(raw), mode, window, ex.request_id)
     if plan is None:
         del body  # a cold request waits for a worker thread holding only its bytes
-        body, plan = await state.shrinker.plan_raw(raw, mode, window)
+        body, plan = await state.shrinker.plan_raw(raw, mode, window, ex.request_id)
     if mode == "compact" and plan.span and plan.marker_index is not None:
         plan = await with_summary(plan, body, request, state)
     report = plan.report
@@ -183,7 +185,7 @@ async def chat_completions(request: Request) -> Response:
             body = wire.with_stream_usage(body)
             changed = True
     if content is None:
-        content = wire.dump_with_messages(body, messages) if changed else raw
+        content = forwarded(body, messages) if changed else raw
     # While the upstream answers, a retry's input is kept as the client's bytes (one block, handed
     # back to the OS when freed), not as the parsed body: thousands of objects per request that
     # 64 waiting requests interleave and fragment the heap with (bench/overhead, peak RSS).
@@ -208,7 +210,7 @@ async def chat_completions(request: Request) -> Response:
             ex.extra_headers = [*shrink_headers(retry.report), ("x-shrink-retried", "overflow")]
             ex.fields.update(retried="overflow", tokens_after=retry.report.tokens_after)
             report = ex.report = retry.report
-            resp = await ex.open(wire.dump_with_messages(body, retry.messages), body_changed=True)
+            resp = await ex.open(forwarded(body, retry.messages), body_changed=True)
     except ClientGone:
         ex.log(status=499, client_disconnected=True)
         return Response(status_code=499)
@@ -273,6 +275,31 @@ def own_summary_input(settings: Settings, report: Report) -> int:
     return max(256, int((report.window - settings.summary_max_tokens) * 0.6))
 
 
+def forwarded(body: dict[str, Any], messages: list[Any]) -> bytes:
+    """`wire.dump_with_messages` (every other field kept, in order), at any depth the wire
+    reads (see `dump_deep`)."""
+    return dump_deep({**body, "messages": messages})
+
+
+def dump_deep(value: Any) -> bytes:
+    """`value` as JSON, also when it is nested past the 254 levels orjson writes: the wire
+    accepts 256 in `messages` (the body around them adds one) and reads other fields up to
+    orjson's 1,024, so a shrunk request re-serialised can be too deep for it. The standard
+    library's encoder writes such a value (ASCII-escaped, which any JSON reader takes) up to
+    about 900 levels; past that, the request is refused (400), never a 500."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        pass
+    try:
+        return json.dumps(value, separators=(",", ":")).encode()
+    except (RecursionError, ValueError, TypeError):
+        raise InvalidRequest(
+            "The request is nested too deeply to be forwarded once shrunk (a field past about "
+            "900 levels); flatten its deepest field."
+        ) from None
+
+
 def inspectable(resp: httpx.Response) -> bool:
     """A complete JSON answer of known, modest size: read it whole to learn its usage."""
     length = resp.headers.get("content-length")
@@ -296,9 +323,9 @@ async def shrink_preview(request: Request) -> Response:
     state.heap.note(len(raw))
     body = wire.parse_chat(raw)
     mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
-    plan = await state.shrinker.plan(body, len(raw), mode)
+    plan = await state.shrinker.plan(body, len(raw), mode, request_id=request_id_of(request))
     return Response(
-        orjson.dumps({"messages": plan.messages, "report": report_dict(plan.report)}),
+        dump_deep({"messages": plan.messages, "report": report_dict(plan.report)}),
         media_type="application/json",
         headers=dict(shrink_headers(plan.report)),
     )

@@ -3,12 +3,21 @@
 Picks the window for the model, the counter for its encoding and the budget, then runs the pure
 pipeline, in a worker thread when the request is large so one big request does not stall every
 other request on the event loop.
+
+A bug in the pipeline costs its request the shrinking, never the answer: the exception is
+logged (its type and where, never content) and counted, and the request is planned again with
+stage 2's cut and stage 3's plain head+tail alone, or, if that fails too, sent unchanged
+(`fallback` in `x-shrink-actions`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
+import sys
 import threading
+import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -19,9 +28,11 @@ from proxy import wire
 from proxy.ahead import CountAhead
 from proxy.errors import InvalidRequest
 from proxy.pipeline import (
+    Budget,
     CallCounter,
     Plan,
     Policy,
+    Report,
     compact_key,
     compute_budget,
     shrink,
@@ -32,7 +43,11 @@ from proxy.pipeline.types import Mode
 from proxy.settings import Settings
 from proxy.tokenizers import Tokenizers
 
+log = logging.getLogger(__name__)
+
 MODES: tuple[Mode, ...] = ("auto", "off", "tools", "trim", "compact")
+# A tool limit past any text: the fallback plan's stage 1 then leaves every result alone.
+UNLIMITED = sys.maxsize
 # Below this many body bytes (or characters of messages not seen before) the pipeline runs
 # inline: a thread hop (tens of microseconds, and GIL hand-offs with the event loop) costs more
 # than the work. Above it a cold request can take tens of milliseconds (bench/overhead: a 164 KB
@@ -109,10 +124,14 @@ class Shrinker:
         settings: Settings,
         tokenizers: Tokenizers,
         on_count_ahead: Callable[[], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
     ):
-        """`on_count_ahead`: called when a helper starts counting a cold request ahead."""
+        """`on_count_ahead`: called when a helper starts counting a cold request ahead.
+        `on_error`: called with the fallback taken ("trim" or "unchanged") when the pipeline
+        raised while planning a request."""
         self.settings = settings
         self.tokenizers = tokenizers
+        self.on_error = on_error
         self.policy = Policy(
             tool_max_tokens=settings.tool_max_tokens,
             tool_window_share=settings.tool_window_share,
@@ -123,6 +142,10 @@ class Shrinker:
             summary_tokens=summary_room(settings.summary_max_tokens),
             facts_tokens=settings.facts_tokens,
             facts_window_share=settings.facts_window_share,
+        )
+        # After a pipeline error: no stage-1 compaction and no facts (see _fallback).
+        self.safe_policy = dataclasses.replace(
+            self.policy, tool_max_tokens=UNLIMITED, facts_tokens=0, mode="trim"
         )
         self.memo = CompactMemo(4096, int(settings.memo_mb * 1_000_000))
         # Worker processes share the machine's cores: each counts ahead only on its share.
@@ -147,21 +170,40 @@ class Shrinker:
         window: int | None = None,
         counter: CallCounter | None = None,
         ahead: bool = True,
+        request_id: str | None = None,
     ) -> Plan:
         """`window`: the served window when known (discovered, or stated by an overflow error).
         `counter`: counts already looked up for this request (see `plan`). `ahead`: whether long
         tool results not yet counted may be counted on a spare core (`proxy.ahead`); a plan
-        run inline has too little new text for that to pay."""
+        run inline has too little new text for that to pay. `request_id`: for the log, should
+        the pipeline fail."""
+        try:
+            return self._plan(body, mode, window, counter, ahead)
+        except Exception as exc:  # a bug, whatever the input: see _degraded
+            return self._degraded(body, mode, window, exc, request_id)
+
+    def _budget(self, body: dict[str, Any], window: int | None, exact: bool) -> Budget:
         s = self.settings
         model = body.get("model") if isinstance(body.get("model"), str) else None
-        tokens = self.tokenizers.for_model(model)
-        budget = compute_budget(
+        return compute_budget(
             window or s.window_for(model),
             wire.requested_completion_tokens(body),
             default_reserve=s.completion_reserve,
             floor=s.min_prompt_budget,
-            margin_share=s.safety_margin if tokens.exact else s.estimate_safety_margin,
+            margin_share=s.safety_margin if exact else s.estimate_safety_margin,
         )
+
+    def _plan(
+        self,
+        body: dict[str, Any],
+        mode: Mode,
+        window: int | None,
+        counter: CallCounter | None,
+        ahead: bool,
+    ) -> Plan:
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        tokens = self.tokenizers.for_model(model)
+        budget = self._budget(body, window, tokens.exact)
         texts = (
             []
             if mode == "off" or not ahead
@@ -178,24 +220,92 @@ class Shrinker:
                 memo=self.memo,
             )
 
-    async def plan(
-        self, body: dict[str, Any], raw_size: int, mode: Mode, window: int | None = None
+    def _degraded(
+        self, body: dict[str, Any], mode: Mode, window: int | None, exc: Exception, rid: str | None
     ) -> Plan:
-        plan, counter = self._inline(body, raw_size, mode, window)
+        """The plan of a request the pipeline raised on: pass-through-or-fit, never an error.
+
+        Stage 1 and the facts hold most of the pipeline's code (every text rule, the JSON
+        walks), so the request is planned again without them, by stage 2's cut and stage 3's
+        plain head+tail; a request that still does not fit, or a mode that does not trim, or a
+        second failure, is sent unchanged (the backend then says whether it fits). Logged once,
+        with the exception's type and where it was raised: its message may quote content."""
+        plan = None
+        if mode in ("auto", "trim", "compact"):
+            try:
+                plan = self._fallback(body, window)
+            except Exception:
+                plan = None
+        if plan is not None and plan.report.fits:
+            outcome, said = "trim", "planned again without stage 1, facts or summary"
+        else:
+            plan = Plan(body["messages"], Report(), changed=False)
+            outcome, said = "unchanged", "sent unchanged"
+        where = _raised_at(exc)
+        plan.report.count("fallback")
+        plan.report.notes.append(f"pipeline error ({type(exc).__name__} at {where}); {said}")
+        log.error(
+            "pipeline error; request %s",
+            said,
+            extra={
+                "fields": {
+                    "request_id": rid,
+                    "error": type(exc).__name__,
+                    "at": where,
+                    "fallback": outcome,
+                }
+            },
+        )
+        if self.on_error is not None:
+            self.on_error(outcome)
+        return plan
+
+    def _fallback(self, body: dict[str, Any], window: int | None) -> Plan:
+        """Stages 2 and 3 alone: mode trim with a tool limit past any text (the budget's window
+        stretched with it: the limit is also a share of the window) and no facts; no memo, and
+        no span for a summary, whose facts would be read again."""
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        tokens = self.tokenizers.for_model(model)
+        budget = self._budget(body, window, tokens.exact)
+        plan = shrink(
+            body["messages"],
+            budget=dataclasses.replace(budget, window=UNLIMITED),
+            counter=CallCounter(tokens),
+            policy=self.safe_policy,
+            mode="trim",
+            fixed_tokens=tokens.count_tools(body.get("tools")),
+        )
+        plan.report.window = budget.window
+        return dataclasses.replace(plan, span=[], marker_index=None)
+
+    async def plan(
+        self,
+        body: dict[str, Any],
+        raw_size: int,
+        mode: Mode,
+        window: int | None = None,
+        request_id: str | None = None,
+    ) -> Plan:
+        plan, counter = self._inline(body, raw_size, mode, window, request_id)
         if plan is not None:
             return plan
         return await anyio.to_thread.run_sync(
-            self.plan_sync, body, mode, window, counter, limiter=self._threads()
+            self.plan_sync, body, mode, window, counter, True, request_id, limiter=self._threads()
         )
 
     def plan_inline(
-        self, body: dict[str, Any], raw_size: int, mode: Mode, window: int | None = None
+        self,
+        body: dict[str, Any],
+        raw_size: int,
+        mode: Mode,
+        window: int | None = None,
+        request_id: str | None = None,
     ) -> Plan | None:
         """The plan, when it is cheap enough for the event loop; None when it needs `plan_raw`."""
-        return self._inline(body, raw_size, mode, window)[0]
+        return self._inline(body, raw_size, mode, window, request_id)[0]
 
     async def plan_raw(
-        self, raw: bytes, mode: Mode, window: int | None = None
+        self, raw: bytes, mode: Mode, window: int | None = None, request_id: str | None = None
     ) -> tuple[dict[str, Any], Plan]:
         """Parse and plan in a worker thread: the body and its plan.
 
@@ -207,12 +317,12 @@ class Shrinker:
 
         def work() -> tuple[dict[str, Any], Plan]:
             body = wire.parse_chat(raw)
-            return body, self.plan_sync(body, mode, window)
+            return body, self.plan_sync(body, mode, window, request_id=request_id)
 
         return await anyio.to_thread.run_sync(work, limiter=self._threads())
 
     def _inline(
-        self, body: dict[str, Any], raw_size: int, mode: Mode, window: int | None
+        self, body: dict[str, Any], raw_size: int, mode: Mode, window: int | None, rid: str | None
     ) -> tuple[Plan | None, CallCounter | None]:
         """The plan when it runs inline, else the counts already looked up (for the thread)."""
         model = body.get("model") if isinstance(body.get("model"), str) else None
@@ -220,13 +330,13 @@ class Shrinker:
         if not self.tokenizers.loaded(model):
             return None, None
         if raw_size < THREAD_THRESHOLD:
-            return self.plan_sync(body, mode, window, ahead=False), None
+            return self.plan_sync(body, mode, window, ahead=False, request_id=rid), None
         counter, new_chars = self._look_up(body["messages"], model)
         if new_chars < THREAD_THRESHOLD and mode != "off":
             limit = self.policy.tool_limit(window or self.settings.window_for(model))
             new_chars += self._uncompacted(body["messages"], limit, counter.name)
         if new_chars < THREAD_THRESHOLD:
-            return self.plan_sync(body, mode, window, counter, ahead=False), None
+            return self.plan_sync(body, mode, window, counter, False, rid), None
         return None, counter
 
     def _uncompacted(self, messages: list[Any], limit: int, encoding: str) -> int:
@@ -254,3 +364,19 @@ class Shrinker:
             if new_chars >= THREAD_THRESHOLD:
                 break
         return counter, new_chars
+
+
+def _raised_at(exc: BaseException) -> str:
+    """Where `exc` was raised: the innermost frame in the proxy's own code
+    (`proxy/pipeline/facts.py:178 in _strings`), else the innermost of all. Frames only: no
+    source line, no message, no local."""
+    package = f"{os.sep}proxy{os.sep}"
+    frames = [(f.f_code, line) for f, line in traceback.walk_tb(exc.__traceback__)]
+    ours = [(code, line) for code, line in frames if package in code.co_filename]
+    if not (ours or frames):
+        return "?"
+    code, line = (ours or frames)[-1]
+    path = code.co_filename
+    at = path.rfind(package)
+    path = path[at + 1 :] if at >= 0 else os.path.basename(path)
+    return f"{path}:{line} in {code.co_name}"

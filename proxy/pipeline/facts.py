@@ -175,15 +175,24 @@ def _calls(message: Any) -> Iterator[tuple[Any, str]]:
 
 
 def _strings(value: Any) -> Iterator[str]:
-    """Every string inside a parsed JSON value."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
+    """Every string inside a parsed JSON value, in document order.
+
+    Iterative: tool-call arguments are parsed by orjson, which accepts 1,024 levels, and a
+    recursive walk of 1,000 levels overflowed Python's stack (an HTTP 500 for the request).
+    """
+    stack: list[Iterator[Any]] = [iter((value,))]
+    while stack:
+        for v in stack[-1]:
+            if isinstance(v, str):
+                yield v
+            elif isinstance(v, dict):
+                stack.append(iter(v.values()))
+                break
+            elif isinstance(v, list):
+                stack.append(iter(v))
+                break
+        else:
+            stack.pop()
 
 
 def _urls(text: str) -> list[re.Match[str]]:

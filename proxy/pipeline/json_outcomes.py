@@ -25,7 +25,7 @@ import re
 from collections import deque
 from typing import Any
 
-from proxy.pipeline.compact.jsonish import FAILURE_KEYS, FAILURE_WORDS, parse
+from proxy.pipeline.compact.jsonish import FAILURE_KEYS, FAILURE_WORDS, escape_surrogates, parse
 
 _STATUS_CHARS = 40  # a failure status is a word or two, not a sentence that mentions one
 _IDENTITY = re.compile(r"(?:name|id|title|key|path|file|url)$", re.IGNORECASE)
@@ -46,8 +46,10 @@ def _reports(key: str, value: Any) -> bool:
 
 
 def _member(key: str, value: Any) -> str:
-    return f"{json.dumps(key, ensure_ascii=False)}: " + json.dumps(
-        value, ensure_ascii=False, separators=(", ", ": ")
+    """`"key": value`, lone surrogates escaped (a fact must be encodable to be sent on)."""
+    return escape_surrogates(
+        f"{json.dumps(key, ensure_ascii=False)}: "
+        + json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
     )
 
 
@@ -91,15 +93,12 @@ def failure_lines(text: str, limit: int = 4, max_chars: int = 200) -> list[str]:
     (a short trailer allowed, as stage 1 reads it) that report a failure; [] for other text."""
     if not text.lstrip().startswith(("{", "[")):
         return []
-    try:
-        doc = parse(text)
-        if doc is None:
-            return []
-        found: list[str] = []
-        _walk(doc.value, None, found, limit, max_chars)
-        return found
-    except RecursionError:  # hundreds of levels deep: no structure worth reading
+    doc = parse(text)  # None past jsonish.MAX_DEPTH levels, which bounds _walk's recursion
+    if doc is None:
         return []
+    found: list[str] = []
+    _walk(doc.value, None, found, limit, max_chars)
+    return found
 
 
 def _walk(value: Any, record: Any, found: list[str], limit: int, max_chars: int) -> None:

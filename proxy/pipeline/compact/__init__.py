@@ -79,10 +79,7 @@ def compact_text(text: str, max_tokens: int, count: Callable[[str], int]) -> Com
         before = count(text)
         if before <= max_tokens:
             return None
-    try:
-        doc = parse(text)
-    except RecursionError:
-        doc = None  # JSON nested hundreds of levels deep has no structure worth keeping
+    doc = parse(text)  # None for JSON nested deeper than jsonish.MAX_DEPTH: compacted as lines
     reading = read(text) if doc is None else None
     if before is None:
         before = count(text)
@@ -90,10 +87,7 @@ def compact_text(text: str, max_tokens: int, count: Callable[[str], int]) -> Com
             return None
     shrunk = None
     if doc is not None:
-        try:
-            shrunk = compact_json(doc, budget, count, before)
-        except RecursionError:
-            shrunk = None  # the recursive walks would otherwise fail the whole request
+        shrunk = compact_json(doc, budget, count, before)
     if shrunk is not None and shrunk[1] <= budget:
         return Compacted(shrunk[0], "json", before, shrunk[1], 0)
     result = compact_lines(text, budget, count, reading)

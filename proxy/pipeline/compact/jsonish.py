@@ -10,6 +10,13 @@ crash-looping pod, the one failed run) is kept too, a few levels deeper than the
 from generous to stingy; the first that fits wins, and then takes more items at its depth while
 they fit. A short trailer after the document (an agent framework's `[exit code: 0]`) is kept
 verbatim. If not even the skeleton fits, the caller falls back to line compaction.
+
+Any valid JSON text goes through without an error. A document nested deeper than MAX_DEPTH is
+not read as JSON at all (it is compacted as lines): that bound is what keeps the recursive walks
+below (`_Shrinker`, `_Sizer`, `_Failures`, json.dumps) within Python's stack, and a document of
+a thousand levels has no structure a model would navigate by. Escapes that make no character
+(a lone surrogate, `"\\ud800"`) are written back as escapes: a Python str holding one cannot be
+encoded as UTF-8, so the request could not be sent on.
 """
 
 from __future__ import annotations
@@ -67,6 +74,12 @@ class Document:
     chars: int  # length of the document as it came in
 
 
+# Containers nested deeper than this: not read as JSON (see the module docstring). The walks take
+# two or three stack frames per level, so this stays far below Python's limit of 1,000 frames.
+MAX_DEPTH = 100
+_INFINITIES = (math.inf, -math.inf)
+
+
 class _DuplicateKeyError(ValueError):
     pass
 
@@ -79,14 +92,35 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _readable(value: Any) -> bool:
+    """Whether no container in `value` is nested deeper than MAX_DEPTH (walked iteratively) and
+    no number is past a float's range (`1e400`, which Python reads as infinity and json.dumps
+    would write back as `Infinity`, not JSON)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    push, pop = stack.append, stack.pop
+    while stack:
+        node, depth = pop()
+        if depth > MAX_DEPTH:
+            return False
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (dict, list)):
+                push((child, depth + 1))
+            elif type(child) is float and child in _INFINITIES:
+                return False
+    return True
+
+
 def parse(text: str) -> Document | None:
-    """The JSON document `text` holds (leading whitespace and a short trailer allowed), or None."""
+    """The JSON document `text` holds (leading whitespace and a short trailer allowed), or None:
+    also for a document nested deeper than MAX_DEPTH, never an exception."""
     start = len(text) - len(text.lstrip())
     if start >= len(text) or text[start] not in "[{":
         return None
     try:
         value, end = json.JSONDecoder(object_pairs_hook=_pairs).raw_decode(text, start)
-    except ValueError:
+    except (ValueError, RecursionError):  # the scanner recurses in C, up to Python's limit
+        return None
+    if not _readable(value):
         return None
     trailer = text[end:]
     rest = trailer.strip()
@@ -113,8 +147,21 @@ def _indent(body: str) -> int | str | None:
 
 def dump(value: Any, indent: int | str | None) -> str:
     if indent is None:
-        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-    return json.dumps(value, ensure_ascii=False, indent=indent)
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    else:
+        text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return escape_surrogates(text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON text with each lone surrogate (from an escape such as `"\\ud800"`) written back as
+    its escape. They only occur inside string literals, where the escape means the same."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 _quoted = json.encoder.encode_basestring  # what json.dumps(s, ensure_ascii=False) writes for a str
