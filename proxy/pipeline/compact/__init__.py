@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from proxy.pipeline.compact import markers
+from proxy.pipeline.compact import digest, markers
 from proxy.pipeline.compact.jsonish import compact_json, parse
 from proxy.pipeline.compact.lines import compact_lines, read
 
@@ -79,8 +79,11 @@ def compact_text(text: str, max_tokens: int, count: Callable[[str], int]) -> Com
         before = count(text)
         if before <= max_tokens:
             return None
-    doc = parse(text)  # None for JSON nested deeper than jsonish.MAX_DEPTH: compacted as lines
-    reading = read(text) if doc is None else None
+    huge = digest.needed(text)
+    # None for JSON nested deeper than jsonish.MAX_DEPTH, or too big to rebuild: read as lines
+    doc = None if huge else parse(text)
+    brief = digest.digest(text) if huge else None
+    reading = read(text if brief is None else brief.text) if doc is None else None
     if before is None:
         before = count(text)
         if before <= max_tokens:
@@ -90,7 +93,11 @@ def compact_text(text: str, max_tokens: int, count: Callable[[str], int]) -> Com
         shrunk = compact_json(doc, budget, count, before)
     if shrunk is not None and shrunk[1] <= budget:
         return Compacted(shrunk[0], "json", before, shrunk[1], 0)
-    result = compact_lines(text, budget, count, reading)
+    if brief is not None:
+        per_char = before / max(1, len(text))
+        result = compact_lines(brief.text, budget, count, reading, brief.gaps, per_char)
+    else:
+        result = compact_lines(text, budget, count, reading)
     if result is not None and result.tokens <= budget:
         return Compacted(result.text, result.kind, before, result.tokens, result.omitted_lines)
     out, after = _cut_chars(text, budget, count, before)

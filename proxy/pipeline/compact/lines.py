@@ -66,6 +66,8 @@ class _Lines:
     dup: list[bool]
     run: list[int]
     repeated: frozenset[int]  # the last line of each signal shape seen many times
+    # Lines of the original text each entry stands for: 1, or a digest's gap (never kept).
+    weight: list[int] | None = None
 
 
 def _is_plain(text: str, lines: Sequence[str], scores: Sequence[int], runs: Sequence[int]) -> bool:
@@ -192,14 +194,19 @@ def _select(work: _Lines, budget: int, marker_cost: int, shape: Shape) -> list[b
 
 def _marker(work: _Lines, start: int, end: int) -> str:
     """The note for the elided lines [start, end)."""
-    n = end - start
-    tokens = sum(work.original[start:end]) - n
-    if start > 0 and all(work.dup[start:end]):
+    n = _lines(work, start, end)
+    tokens = sum(work.original[start:end]) - (end - start)
+    if start > 0 and n == end - start and all(work.dup[start:end]):
         return markers.repeated(n)
     run = work.run[start]
     if start > 0 and run >= 0 and work.run[start - 1] == run and work.run[end - 1] == run:
         return markers.similar_omitted(n, tokens)
     return markers.lines_omitted(n, tokens)
+
+
+def _lines(work: _Lines, start: int, end: int) -> int:
+    """How many lines of the original text the entries [start, end) stand for."""
+    return end - start if work.weight is None else sum(work.weight[start:end])
 
 
 def _render(
@@ -221,7 +228,7 @@ def _render(
             nxt = next(listed_at, n)
         if inside:
             tokens = sum(work.original[start:end]) - (end - start)
-            head = markers.outline_head(end - start, tokens, what)
+            head = markers.outline_head(_lines(work, start, end), tokens, what)
             out.extend((head, *inside, markers.outline_end()))
         else:
             out.append(_marker(work, start, end))
@@ -229,12 +236,12 @@ def _render(
     for i in compress(range(n), keep):
         if i > pos:
             gap(pos, i)
-            omitted += i - pos
+            omitted += _lines(work, pos, i)
         out.append(work.text[i])
         pos = i + 1
     if pos < n:
         gap(pos, n)
-        omitted += n - pos
+        omitted += _lines(work, pos, n)
     return "\n".join(out), omitted
 
 
@@ -339,14 +346,27 @@ def read(text: str) -> Reading:
 
 
 def compact_lines(
-    text: str, budget: int, count: Count, reading: Reading | None = None
+    text: str,
+    budget: int,
+    count: Count,
+    reading: Reading | None = None,
+    gaps: dict[int, tuple[int, int]] | None = None,
+    per_char: float = 0.25,
 ) -> LinesResult | None:
     """Fit `text` into `budget` tokens at line granularity; None if even that cannot fit.
-    `reading`: `read(text)`, when the caller has it already."""
+    `reading`: `read(text)`, when the caller has it already. `gaps`: when `text` is a digest
+    (`compact.digest`), its lines that stand for (lines, characters) of the original, whose
+    tokens are estimated at `per_char`: never kept, counted into the markers."""
     r = reading or read(text)
     plain, defs, what = r.plain, r.defs, r.what
     original = line_costs(text, r.lines, count)
-    work = _Lines(list(r.lines), list(original), original, r.scores, r.dup, r.run, r.repeated)
+    dup, weight = r.dup, None
+    if gaps:
+        dup, weight = list(dup), [1] * len(r.lines)
+        for i, (lines, chars) in gaps.items():
+            dup[i], weight[i] = True, lines
+            original[i] = max(1, round(chars * per_char)) + 1
+    work = _Lines(list(r.lines), list(original), original, r.scores, dup, r.run, r.repeated, weight)
     marker_cost = count(markers.lines_omitted(99_999, 9_999_999)) + 1
     _cut_long(work, budget, marker_cost)
     shape = TEXT if plain else LOG
