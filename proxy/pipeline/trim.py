@@ -17,7 +17,7 @@ Pure: no I/O, inputs are never mutated, unchanged messages are returned as the s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, MutableMapping
+from collections.abc import Callable, Collection, Hashable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,19 +141,32 @@ def _replay_cut(
         return weigh(b, with_note)[0] - (total_all - prefix[n])
 
     start, cut = resume
+    # kept(b, n, x) only grows with n: a unit that fails a test at n fails it at every later n.
+    # So each scan skips the units it has already seen fail since the cut last moved, and each
+    # unit is tried O(1) times in all: units cut+1..forward failed the first test, units
+    # cut+1..backward the fallback's. `last`: the deepest unit the newest `keep` allow.
+    last = forward = backward = cut
     for n in range(max(p + 1, start + 1), length + 1):
+        while last + 1 < len(starts) and starts[last + 1] <= n - keep:
+            last += 1
         if kept(cut, n, noted) <= budget:
             continue
-        allowed = [b for b in range(cut + 1, len(starts)) if starts[b] <= n - keep]
         best = None
-        for b in allowed:
+        for b in range(max(forward, cut) + 1, last + 1):
             if kept(b, n, False) <= target and kept(b, n, noted) <= target:
                 best = b
                 break
+            forward = b
         if best is None:
-            best = next((b for b in reversed(allowed) if kept(b, n, noted) <= budget), None)
+            # The deepest allowed unit that fits the budget, scanning from the deepest down.
+            best = next(
+                (b for b in range(last, max(backward, cut), -1) if kept(b, n, noted) <= budget),
+                None,
+            )
+            backward = last
         if best is not None:
             cut = best
+            forward, backward = max(forward, cut), max(backward, cut)
     return cut
 
 
@@ -239,8 +252,15 @@ def trim_history(
     for i, m in enumerate(messages):
         user_before.append(i if role_of(m) == "user" and i >= p else user_before[-1])
 
+    planned: dict[int, tuple[int, int, int | None, Message | None, int]] = {}
+
     def plan(b: int) -> tuple[int, int, int | None, Message | None, int]:
         """A cut at unit b: dropped messages and tokens, carried user, marker, kept tokens."""
+        if b not in planned:
+            planned[b] = _plan(b)
+        return planned[b]
+
+    def _plan(b: int) -> tuple[int, int, int | None, Message | None, int]:
         k = starts[b]
         # Some chat templates need a user message first, and the latest one must never go.
         carried = user_before[k] if role_of(messages[k]) != "user" else None
@@ -287,11 +307,18 @@ def trim_history(
     if chain is not None and memo is not None and resume[0] < len(messages):
         memo[("replay", chain[-1])] = starts[cut_unit] if cut_unit else 0
     replayed = cut_unit or None
-    candidates = _candidates(starts, sums, step, limit)
-    if replayed is not None:
-        candidates = [replayed, *candidates]
+    grid: list[int] = []
+
+    def candidates() -> Iterator[int]:
+        """The replayed cut, then the grid's (only built when the replayed cut does not fit)."""
+        if replayed is not None:
+            yield replayed
+        if not grid:
+            grid.extend(_candidates(starts, sums, step, limit))
+        yield from grid
+
     for noted in (True, False) if note is not None else (False,):
-        for b in candidates:
+        for b in candidates():
             n_dropped, t_dropped, carried, marker, tokens = plan(b)
             if tokens > budget:
                 continue  # a note only adds: no need to make one

@@ -8,11 +8,13 @@ import random
 import re
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from proxy.pipeline import trim
 from proxy.pipeline.trim import (
     TrimResult,
     last_resort,
@@ -495,3 +497,61 @@ def test_junk_never_raises() -> None:
     messages = [sys(), "junk", None, {"content": None}, tool("zz", 300), user(300), 7, asst(300)]
     r = trim_history(messages, 200, count, Policy(keep_last=1), count_text=count_text)
     assert r is not None and r.messages[0] is messages[0] and messages[5] in r.messages
+
+
+# --- cost: linear in the number of messages -------------------------------------------------------
+
+
+def replay_cut_reference(
+    length: int,
+    prefix: list[int],
+    p: int,
+    starts: list[int],
+    budget: int,
+    policy: Policy,
+    weigh: Any,
+    noted: bool,
+    resume: tuple[int, int] = (0, 0),
+) -> int:
+    """The replay as first written: every allowed unit tried again at every prefix."""
+    total_all = prefix[-1]
+    target = budget - int(policy.trim_step * budget)
+    keep = max(policy.keep_last, 0)
+
+    def kept(b: int, n: int, with_note: bool) -> int:
+        if b == 0:
+            return prefix[n]
+        return int(weigh(b, with_note)[0] - (total_all - prefix[n]))
+
+    start, cut = resume
+    for n in range(max(p + 1, start + 1), length + 1):
+        if kept(cut, n, noted) <= budget:
+            continue
+        allowed = [b for b in range(cut + 1, len(starts)) if starts[b] <= n - keep]
+        best = None
+        for b in allowed:
+            if kept(b, n, False) <= target and kept(b, n, noted) <= target:
+                best = b
+                break
+        if best is None:
+            best = next((b for b in reversed(allowed) if kept(b, n, noted) <= budget), None)
+        if best is not None:
+            cut = best
+    return cut
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.integers(0, 4000), policies, st.integers(0, 3))
+def test_the_replay_arrives_where_the_plain_replay_does(
+    messages: list[Any], budget: int, policy: Policy, noted: int
+) -> None:
+    """Skipping the units already seen to fail (they fail at every later prefix) is exact."""
+
+    def note(k: int) -> str:
+        return "- a key line\n" * ((k * 7 + noted) % 5) if noted else ""
+
+    args = (messages, budget, count, policy)
+    fast = trim_history(*args, count_text=count_text, note=note if noted else None)
+    with mock.patch.object(trim, "_replay_cut", replay_cut_reference):
+        plain = trim_history(*args, count_text=count_text, note=note if noted else None)
+    assert fast == plain
