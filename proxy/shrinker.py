@@ -42,8 +42,9 @@ THREAD_THRESHOLD = 32 * 1024
 
 
 class CompactMemo(OrderedDict[Hashable, Any]):
-    """A bounded, thread-safe LRU for stage-1 results, facts lists and the facts text under a
-    marker (agents resend the same tool output and the same dropped span every turn).
+    """A bounded, thread-safe LRU for stage-1 results, the facts read of dropped spans and the
+    facts text under a marker (agents resend the same tool output and the same dropped span
+    every turn).
 
     Bounded by entries and by the characters its values hold: a compacted tool result can be
     anywhere from nothing to tens of KB, so a count alone let the memo of a long-running
@@ -63,6 +64,9 @@ class CompactMemo(OrderedDict[Hashable, Any]):
 
     @classmethod
     def size_of(cls, value: Any) -> int:
+        chars = getattr(value, "memo_chars", None)  # what a span's facts hold (pipeline.notes)
+        if isinstance(chars, int):
+            return cls.ENTRY_OVERHEAD + chars
         text = value if isinstance(value, str) else getattr(value, "text", None)
         if isinstance(text, str):
             return cls.ENTRY_OVERHEAD + len(text)

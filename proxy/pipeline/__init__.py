@@ -15,11 +15,9 @@ from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from proxy.pipeline.budget import Budget, compute_budget
 from proxy.pipeline.compact import Compacted, compact_text
-from proxy.pipeline.facts import extract_facts
+from proxy.pipeline.notes import Notes
 from proxy.pipeline.trim import trim_history
 from proxy.pipeline.types import Counter, Message, Mode, Policy, Report, StageAction
 from proxy.pipeline.units import pinned_count
@@ -37,12 +35,12 @@ __all__ = [
 ]
 
 REPLY_PRIMING = 3
-FACTS_INTRO = "Key lines from the omitted messages, verbatim:"
 TOOL_ROLES = ("tool", "function")
-# Stage-1 results by ("tool", encoding, text length, text hash, limit), the dropped span's facts
-# by ("facts", span key) (its messages' count keys), stage 2's replays by ("replay", prefix
-# chain). Python's hash is keyed per process (SipHash) and cached on each str, so looking up a
-# tool result resent every turn costs nothing more.
+# Stage-1 results by ("tool", encoding, text length, text hash, limit), the facts read of the
+# dropped spans by ("facts-state", span chain) and their lists by ("facts-text", encoding, span
+# chain, room) (proxy.pipeline.notes; chains of the messages' count keys), stage 2's replays by
+# ("replay", prefix chain). Python's hash is keyed per process (SipHash) and cached on each str,
+# so looking up a tool result resent every turn costs nothing more.
 CompactMemo = MutableMapping[Hashable, Any]
 
 
@@ -282,13 +280,10 @@ def _compact(
 def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     """Stages 2 and 3: drop old history at a sticky cut; last resort, cut the newest turn."""
     counter, report = ctx.counter, ctx.report
-    note = None
+    notes = None
     if ctx.facts_in_cut and ctx.facts_tokens > 0:
-        p = pinned_count(messages)
-
-        def note(k: int) -> str:
-            return _facts_text(messages[p:k], ctx)
-
+        notes = _notes(messages, pinned_count(messages), ctx)
+    note = notes.text if notes is not None else None
     result = trim_history(
         messages,
         ctx.room,
@@ -302,6 +297,8 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         # Everything a replay depends on besides the messages themselves.
         seed=(counter.name, ctx.room, ctx.policy, note is not None, ctx.facts_tokens),
     )
+    if notes is not None:
+        notes.save()
     if result is None:
         return messages
     if result.note:
@@ -346,35 +343,18 @@ def facts_room(policy: Policy, window: int) -> int:
     return max(min(policy.facts_tokens, window // policy.facts_window_share), 0)
 
 
-def _facts_text(span: list[Message], ctx: _Context) -> str:
-    """The dropped span's key lines, verbatim, as listed under the marker ("" when none fit).
-
-    Deterministic in the span alone, so the marker is as stable as the cut; a summary later
-    replaces marker and list together."""
-    budget = ctx.facts_tokens
-    if not span or budget <= 0:
-        return ""
-    span_key = _span_key(span, ctx.counter) if ctx.memo is not None else None
-    # Stage 2 weighs each candidate cut with its list, every turn: a warm request finds the
-    # text here instead of counting forty short facts once per candidate.
-    key = ("facts-text", ctx.counter.name, span_key, budget)
-    if span_key is not None and ctx.memo is not None:
-        try:
-            return ctx.memo[key]  # type: ignore[no-any-return]
-        except KeyError:
-            pass
-    bullets: list[str] = []
-    used = ctx.counter.count_text(FACTS_INTRO)
-    for fact in _span_facts(span, ctx.memo, span_key):
-        cost = ctx.counter.count_text(fact) + 2
-        if used + cost > budget:
-            continue
-        bullets.append(f"- {fact}")
-        used += cost
-    text = f"{FACTS_INTRO}\n" + "\n".join(bullets) if bullets else ""
-    if span_key is not None and ctx.memo is not None:
-        ctx.memo[key] = text
-    return text
+def _notes(messages: list[Message], start: int, ctx: _Context) -> Notes:
+    """The facts listed under the marker of each cut of messages[start:]."""
+    counter = ctx.counter
+    return Notes(
+        messages,
+        start,
+        counter.count_text,
+        ctx.facts_tokens,
+        name=counter.name,
+        key_of=counter.key_of,
+        memo=ctx.memo,
+    )
 
 
 def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
@@ -383,7 +363,7 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
     i = ctx.marker_index
     if i is None or ctx.facts_in_cut:
         return messages
-    text = _facts_text(ctx.span, ctx)
+    text = _notes(ctx.span, 0, ctx).text(len(ctx.span))
     if not text:
         return messages
     marker = messages[i]
@@ -391,37 +371,6 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
     out[i] = {**marker, "content": f"{marker['content']}\n{text}"}
     ctx.report.count("facts", text.count("\n- "))
     return out
-
-
-def _span_key(span: list[Message], counter: Any = None) -> Hashable | None:
-    """The span's content as a memo key; None past orjson's nesting limit (the wire allows
-    256 levels). From the counter's message keys when it has them (every message of the span
-    was counted already): hashing those ints costs nothing next to serialising the span."""
-    key_of = getattr(counter, "key_of", None)
-    if key_of is not None:
-        keys = [key_of(m) for m in span]
-        if None not in keys:
-            return "keys", len(keys), hash(tuple(keys))
-    try:
-        data = orjson.dumps(span, option=orjson.OPT_NON_STR_KEYS, default=repr)
-    except TypeError:
-        return None
-    return len(data), hash(data)
-
-
-def _span_facts(
-    span: list[Message], memo: CompactMemo | None, span_key: Hashable | None
-) -> list[str]:
-    """extract_facts, memoized by the span's content: the sticky cut resends the same span."""
-    if memo is None or span_key is None:
-        return extract_facts(span)
-    key = ("facts", span_key)
-    try:
-        return memo[key]  # type: ignore[return-value]
-    except KeyError:
-        facts = extract_facts(span)
-        memo[key] = facts  # type: ignore[assignment]
-        return facts
 
 
 def _off(messages: list[Message], ctx: _Context) -> list[Message]:

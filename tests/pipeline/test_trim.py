@@ -555,3 +555,58 @@ def test_the_replay_arrives_where_the_plain_replay_does(
     with mock.patch.object(trim, "_replay_cut", replay_cut_reference):
         plain = trim_history(*args, count_text=count_text, note=note if noted else None)
     assert fast == plain
+
+
+def long_session(n: int) -> list[Any]:
+    """An agent session of about `n` short messages, each tool result with a few facts."""
+    messages: list[Any] = [{"role": "system", "content": "You are a coding agent."}]
+    turn = 0
+    while len(messages) < n:
+        turn += 1
+        if turn % 5 == 1:
+            messages.append({"role": "user", "content": f"Make tests/test_{turn}.py pass."})
+        command = json.dumps({"command": f"pytest -x tests/test_{turn}.py", "cwd": "/work/repo"})
+        call = {"id": f"c{turn}", "type": "function"}
+        call["function"] = {"name": "run", "arguments": command}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        result = (
+            f"tests/test_{turn}.py F\nE   AssertionError: assert {turn} == {turn % 7}\n"
+            f"src/mod{turn % 13}.py:{turn}: in check\n1 failed in 0.{turn % 10}s\n[exit code: 1]"
+        )
+        messages.append({"role": "tool", "tool_call_id": f"c{turn}", "content": result})
+        messages.append({"role": "assistant", "content": f"Test {turn} fails; next one."})
+    return messages + [{"role": "user", "content": "What is still failing?"}]
+
+
+@pytest.mark.skipif(not TIKTOKEN_CACHE.is_dir(), reason="no tiktoken files")
+def test_trimming_reads_each_message_once_however_many_cuts_it_weighs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 20: every cut stage 2 weighed read the facts of its whole span again, so trimming
+    was quadratic in the number of messages (2,000 messages at a 4k window: ~10 s). Each message
+    is read once now, and a next turn reads only the messages no earlier one read."""
+    from proxy.pipeline import compute_budget, facts, shrink
+    from proxy.tokenizers import Tokenizers
+
+    counter = Tokenizers(cache_dir=str(TIKTOKEN_CACHE)).for_model("qwen")
+    reads = 0
+    extract = facts._facts
+
+    def counted(message: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return extract(message)
+
+    monkeypatch.setattr(facts, "_facts", counted)
+    budget = compute_budget(4096, None, default_reserve=1024, floor=256, margin_share=0.05)
+    memo: dict[Any, Any] = {}
+    messages = long_session(2000)
+    plan = shrink(messages, budget=budget, counter=counter, policy=Policy(), memo=memo)
+    assert plan.report.actions.get("trim", 0) > 1900 and plan.report.actions.get("facts")
+    assert reads <= len(messages)
+    nxt = long_session(2100)  # the same history, 100 messages on
+    later = shrink(nxt, budget=budget, counter=counter, policy=Policy(), memo=memo)
+    assert later.report.actions.get("facts")
+    assert reads <= len(nxt)  # in both requests together
+    fresh = shrink(nxt, budget=budget, counter=counter, policy=Policy(), memo={})
+    assert later.messages == fresh.messages
