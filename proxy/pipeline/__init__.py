@@ -363,7 +363,9 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
     i = ctx.marker_index
     if i is None or ctx.facts_in_cut:
         return messages
-    text = _notes(ctx.span, 0, ctx).text(len(ctx.span))
+    notes = _notes(ctx.span, 0, ctx)
+    text = notes.text(len(ctx.span))
+    notes.save()  # a deeper cut next turn reads only the messages it adds
     if not text:
         return messages
     marker = messages[i]

@@ -579,8 +579,9 @@ def long_session(n: int) -> list[Any]:
 
 
 @pytest.mark.skipif(not TIKTOKEN_CACHE.is_dir(), reason="no tiktoken files")
+@pytest.mark.parametrize("mode", ["trim", "compact"])
 def test_trimming_reads_each_message_once_however_many_cuts_it_weighs(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, mode: Any
 ) -> None:
     """Issue 20: every cut stage 2 weighed read the facts of its whole span again, so trimming
     was quadratic in the number of messages (2,000 messages at a 4k window: ~10 s). Each message
@@ -601,12 +602,13 @@ def test_trimming_reads_each_message_once_however_many_cuts_it_weighs(
     budget = compute_budget(4096, None, default_reserve=1024, floor=256, margin_share=0.05)
     memo: dict[Any, Any] = {}
     messages = long_session(2000)
-    plan = shrink(messages, budget=budget, counter=counter, policy=Policy(), memo=memo)
+    policy = Policy(summary_tokens=300)
+    plan = shrink(messages, budget=budget, counter=counter, policy=policy, mode=mode, memo=memo)
     assert plan.report.actions.get("trim", 0) > 1900 and plan.report.actions.get("facts")
     assert reads <= len(messages)
     nxt = long_session(2100)  # the same history, 100 messages on
-    later = shrink(nxt, budget=budget, counter=counter, policy=Policy(), memo=memo)
+    later = shrink(nxt, budget=budget, counter=counter, policy=policy, mode=mode, memo=memo)
     assert later.report.actions.get("facts")
     assert reads <= len(nxt)  # in both requests together
-    fresh = shrink(nxt, budget=budget, counter=counter, policy=Policy(), memo={})
+    fresh = shrink(nxt, budget=budget, counter=counter, policy=policy, mode=mode, memo={})
     assert later.messages == fresh.messages
