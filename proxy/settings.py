@@ -159,7 +159,7 @@ class Settings(BaseSettings):
         20_000,
         ge=0,
         description="Token counts remembered per worker (messages and long texts, by content "
-        "hash), so a resent turn counts only its new messages. A long agent conversation takes "
+        "digest), so a resent turn counts only its new messages. A long agent conversation takes "
         "about 1.5 entries per message; an entry costs ~150 bytes.",
     )
     memo_mb: float = Field(

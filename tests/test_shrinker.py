@@ -278,3 +278,21 @@ def test_the_window_shares_come_from_the_settings() -> None:
     assert 500 < Tokenizers().for_model("qwen2.5-coder").count_text(tool) < 1024
     assert tool_after() != tool  # cut to 409 tokens
     assert tool_after(tool_window_share=8, facts_window_share=20) == tool
+
+
+def test_requests_whose_values_python_hashes_alike_get_their_own_plans() -> None:
+    """Issue 20: counts, replays and facts were cached under keys built on Python's hash(), so
+    a message whose content is 2**61 (hashed as 1), -2 (as -1) or 1.0 was served the count, and
+    the conversation the cut, of another. Every plan is now the one a fresh shrinker makes."""
+    shared = Shrinker(Settings(context_window=4096), Tokenizers())
+    for value in (1, 2**61, -1, -2, 1.0, True):
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+        for i in range(30):
+            messages.append({"role": "user", "content": f"Question {i}: " + "why? " * 60})
+            messages.append({"role": "assistant", "content": f"Answer {i}: " + "because. " * 60})
+        messages.append({"role": "user", "content": value})  # a client's junk, counted as JSON
+        body = {"model": "qwen2.5-coder", "messages": messages}
+        plan = shared.plan_sync(body, "trim")
+        alone = Shrinker(Settings(context_window=4096), Tokenizers()).plan_sync(body, "trim")
+        assert plan.report == alone.report, value
+        assert plan.messages == alone.messages

@@ -365,6 +365,45 @@ def test_cache_key_ignores_key_order(fresh: TokenCounter) -> None:
     assert fresh.cache_info() == (1, 1, 1)
 
 
+def test_cache_key_ignores_key_order_when_nested(fresh: TokenCounter) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+    fresh.count_message({"role": "assistant", "content": None, "tool_calls": [call]})
+    rebuilt = {"function": {"arguments": "{}", "name": "run"}, "type": "function", "id": "c1"}
+    fresh.count_message({"tool_calls": [rebuilt], "role": "assistant", "content": None})
+    assert fresh.cache_info() == (1, 1, 1)
+
+
+# Values Python's hash() cannot tell apart (hash(-1) == hash(-2) == -2; ints are reduced modulo
+# 2**61 - 1; 1 == 1.0 == True), which cache keys built on it shared (issue 20).
+HASHED_ALIKE = [(1, 2**61), (-1, -2), (1, 1.0), (1, True), (0, 0.0), (5, 5 + 2**61 - 1)]
+
+
+@pytest.mark.parametrize(("a", "b"), HASHED_ALIKE)
+def test_values_python_hashes_alike_get_their_own_counts(
+    fresh: TokenCounter, a: Any, b: Any
+) -> None:
+    assert hash(a) == hash(b)
+    first, second = ({"role": "user", "content": v} for v in (a, b))
+    assert fresh.message_key(first) != fresh.message_key(second)
+    alone = TokenCounter(fresh.name, fresh.encoding, cache_size=0)
+    fresh.count_message(first)
+    assert fresh.count_message(second) == alone.count_message(second)
+    assert fresh.cache_info().size == 2
+    for kind in (lambda v: [v], lambda v: {"x": v}):  # nested: keyed by JSON before, too
+        assert fresh.message_key({"content": kind(a)}) != fresh.message_key({"content": kind(b)})
+
+
+def test_cache_keys_are_digests_of_the_content(fresh: TokenCounter) -> None:
+    text = "x" * 5000
+    assert fresh.text_key(text) == fresh.text_key("".join(["x"] * 5000))  # by content
+    assert fresh.text_key(text) != fresh.text_key(text[:-1] + "y")
+    assert fresh.text_key(text, "tools") != fresh.text_key(text)  # namespaces
+    for key in (fresh.text_key(text), fresh.message_key({"role": "user"})):
+        assert isinstance(key, bytes) and len(key) == 16
+    lone = "\ud800" + "a" * 2000  # a lone surrogate: keyed, not refused
+    assert fresh.text_key(lone) != fresh.text_key("\ud801" + "a" * 2000)
+
+
 def test_cache_is_bounded_lru(o200k: TokenCounter) -> None:
     small = TokenCounter(o200k.name, o200k.encoding, cache_size=2)
     a, b, c = ({"role": "user", "content": x} for x in "abc")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.pipeline import keys
 from proxy.pipeline.budget import Budget, compute_budget
 from proxy.pipeline.compact import Compacted, compact_text
 from proxy.pipeline.notes import Notes
@@ -36,11 +37,11 @@ __all__ = [
 
 REPLY_PRIMING = 3
 TOOL_ROLES = ("tool", "function")
-# Stage-1 results by ("tool", encoding, text length, text hash, limit), the facts read of the
-# dropped spans by ("facts-state", span chain) and their lists by ("facts-text", encoding, span
-# chain, room) (proxy.pipeline.notes; chains of the messages' count keys), stage 2's replays by
-# ("replay", prefix chain). Python's hash is keyed per process (SipHash) and cached on each str,
-# so looking up a tool result resent every turn costs nothing more.
+# Stage-1 results by ("tool", encoding, text key, limit); by the key of a conversation's prefix
+# (keys.prefixes: a chain of the messages' count keys, one per request), the facts read of the
+# dropped spans ("facts-state") and their lists ("facts-text", with the encoding and room)
+# (proxy.pipeline.notes), and where stage 2's replays ended ("replay", with the key of what
+# else they depend on). Every key is a digest of the content it names (proxy.pipeline.keys).
 CompactMemo = MutableMapping[Hashable, Any]
 
 
@@ -135,23 +136,43 @@ def shrink(
 class CallCounter:
     """The caller's counter, plus a memo by message identity for the length of one request.
 
-    The counter's own cache is keyed by a hash of each message; the pipeline totals the same
-    messages several times per call, and hashing a 150k-token conversation again each time is
+    The counter's own cache is keyed by a digest of each message; the pipeline totals the same
+    messages several times per call, and digesting a 150k-token conversation again each time is
     what a warm request would otherwise spend its time on. The edge may fill it first
     (`remember`) while deciding where to run the pipeline, and pass it in as the counter.
     When the inner counter can say how it keys a message (`message_key`), the key is kept
     too: chained, the keys name each prefix of the conversation for stage 2's replay memo.
+    Texts keyed here (`text_key`: the long tool results stage 1 looks up) are digested once
+    per request, and their counts looked up with that key.
     """
 
     def __init__(self, inner: Counter):
         self.inner = inner
         self.exact = inner.exact
-        self.count_text = inner.count_text
         # The encoding's name, in memo keys: a compaction fitted with one encoding's counts is
         # not the one another encoding needs.
         self.name: str = getattr(inner, "name", "")
-        self._key: Callable[[Message], int] | None = getattr(inner, "message_key", None)
-        self._seen: dict[int, tuple[Message, int, int | None]] = {}
+        self._key: Callable[..., bytes] | None = getattr(inner, "message_key", None)
+        inner_text_key = getattr(inner, "text_key", None)
+        self._text_key: Callable[[str], bytes] = inner_text_key or keys.text_key
+        self._keyed_counts = inner_text_key is not None  # count_text takes the key
+        self._seen: dict[int, tuple[Message, int, bytes | None]] = {}
+        self._texts: dict[int, tuple[str, bytes]] = {}
+
+    def count_text(self, text: str) -> int:
+        hit = self._texts.get(id(text))
+        if hit is not None and hit[0] is text and self._keyed_counts:
+            return self.inner.count_text(text, hit[1])  # type: ignore[call-arg]
+        return self.inner.count_text(text)
+
+    def text_key(self, text: str) -> bytes:
+        """The text's content key, the one the inner counter files its count under."""
+        hit = self._texts.get(id(text))
+        if hit is not None and hit[0] is text:
+            return hit[1]
+        key = self._text_key(text)
+        self._texts[id(text)] = (text, key)  # holding the text keeps its id unique
+        return key
 
     def count_message(self, message: Message) -> int:
         hit = self._seen.get(id(message))
@@ -160,7 +181,7 @@ class CallCounter:
         if self._key is None:
             key, n = None, self.inner.count_message(message)
         else:
-            key = self._key(message)
+            key = self._key(message, self.text_key)
             n = self.inner.count_message(message, key)  # type: ignore[call-arg]
         self._seen[id(message)] = (message, n, key)  # holding the message keeps its id unique
         return n
@@ -174,15 +195,15 @@ class CallCounter:
             n += hit[1] if hit is not None and hit[0] is m else self.count_message(m)
         return n
 
-    def remember(self, message: Message, n: int, key: int | None = None) -> None:
+    def remember(self, message: Message, n: int, key: bytes | None = None) -> None:
         self._seen[id(message)] = (message, n, key)
 
-    def key_of(self, message: Message) -> int | None:
+    def key_of(self, message: Message) -> bytes | None:
         """The message's cache key (None when the inner counter has none)."""
         hit = self._seen.get(id(message))
         if hit is not None and hit[0] is message and hit[2] is not None:
             return hit[2]
-        return None if self._key is None else self._key(message)
+        return None if self._key is None else self._key(message, self.text_key)
 
 
 def _total(messages: list[Message], counter: CallCounter, fixed: int) -> int:
@@ -256,9 +277,9 @@ def _compact_parts(
     return (new_parts if changed else None), before, after
 
 
-def compact_key(text: str, limit: int, encoding: str) -> Hashable:
+def compact_key(text: str, limit: int, counter: CallCounter) -> Hashable:
     """The stage-1 memo's key for a tool text (the edge looks it up to tell warm from cold)."""
-    return ("tool", encoding, len(text), hash(text), limit)
+    return ("tool", counter.name, counter.text_key(text), limit)
 
 
 def _compact(
@@ -269,7 +290,7 @@ def _compact(
         return None
     if memo is None:
         return compact_text(text, limit, counter.count_text)
-    key = compact_key(text, limit, counter.name)
+    key = compact_key(text, limit, counter)
     try:
         return memo[key]
     except KeyError:
@@ -280,9 +301,10 @@ def _compact(
 def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     """Stages 2 and 3: drop old history at a sticky cut; last resort, cut the newest turn."""
     counter, report = ctx.counter, ctx.report
+    chain = keys.prefixes(messages, counter.key_of) if ctx.memo is not None else None
     notes = None
     if ctx.facts_in_cut and ctx.facts_tokens > 0:
-        notes = _notes(messages, pinned_count(messages), ctx)
+        notes = _notes(messages, pinned_count(messages), ctx, chain)
     note = notes.text if notes is not None else None
     result = trim_history(
         messages,
@@ -292,10 +314,11 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         count_text=counter.count_text,
         note=note,
         grid_budget=ctx.grid_room,
-        key_of=getattr(counter, "key_of", None),
+        key_of=counter.key_of,
         memo=ctx.memo,
         # Everything a replay depends on besides the messages themselves.
         seed=(counter.name, ctx.room, ctx.policy, note is not None, ctx.facts_tokens),
+        chain=chain,
     )
     if notes is not None:
         notes.save()
@@ -343,7 +366,9 @@ def facts_room(policy: Policy, window: int) -> int:
     return max(min(policy.facts_tokens, window // policy.facts_window_share), 0)
 
 
-def _notes(messages: list[Message], start: int, ctx: _Context) -> Notes:
+def _notes(
+    messages: list[Message], start: int, ctx: _Context, chain: list[bytes] | None = None
+) -> Notes:
     """The facts listed under the marker of each cut of messages[start:]."""
     counter = ctx.counter
     return Notes(
@@ -354,6 +379,7 @@ def _notes(messages: list[Message], start: int, ctx: _Context) -> Notes:
         name=counter.name,
         key_of=counter.key_of,
         memo=ctx.memo,
+        chain=chain,
     )
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, MutableMapping
 from typing import Any
 
+from proxy.pipeline import keys
 from proxy.pipeline.facts import CATEGORIES, MAX_FACTS, message_facts, ordered
 from proxy.pipeline.span_facts import SpanFacts
 from proxy.pipeline.types import Message
 
 FACTS_INTRO = "Key lines from the omitted messages, verbatim:"
-KeyOf = Callable[[Message], Hashable | None]
+KeyOf = Callable[[Message], bytes | None]
 
 
 class Notes:
@@ -36,10 +37,12 @@ class Notes:
         name: str = "",
         key_of: KeyOf | None = None,
         memo: MutableMapping[Hashable, Any] | None = None,
+        chain: list[bytes] | None = None,
     ):
         """`budget`: tokens the list may take; `name`: the counter's encoding (a list fitted
         with one encoding's counts is not the one another needs); `key_of`: a message's
-        content key, for `memo`."""
+        content key, for `memo`; `chain`: keys.prefixes of `messages`, when the caller has
+        it (else it is built from `key_of` when first needed)."""
         self.messages = messages
         self.start = start
         self.count_text = count_text
@@ -47,8 +50,8 @@ class Notes:
         self.name = name
         self.key_of = key_of
         self.memo = memo
-        self._chain: list[Hashable] | None = None
-        self._chained = False
+        self._chain = chain
+        self._chained = chain is not None
         self._state: SpanFacts | None = None
         self._owned = False  # whether _state is this request's own copy
         self._costs: dict[str, int] = {}
@@ -61,7 +64,7 @@ class Notes:
         chain = self._keys()
         key = None
         if chain is not None and self.memo is not None:
-            key = ("facts-text", self.name, chain[n], self.budget)
+            key = ("facts-text", self.name, self.start, chain[k], self.budget)
             try:
                 return self.memo[key]  # type: ignore[no-any-return]
             except KeyError:
@@ -85,7 +88,7 @@ class Notes:
         chain = self._keys()
         state = self._state
         if self._owned and state is not None and chain is not None and self.memo is not None:
-            self.memo[("facts-state", chain[state.length])] = state
+            self.memo[("facts-state", self.start, chain[self.start + state.length])] = state
             self._owned = False  # stored: never changed again
 
     def _cost(self, fact: str) -> int:
@@ -117,9 +120,9 @@ class Notes:
         chain = self._keys()
         if chain is None or self.memo is None:
             return None
-        memo = self.memo
-        for n in range(len(chain) - 1, 0, -1):
-            key = ("facts-state", chain[n])
+        memo, start = self.memo, self.start
+        for k in range(len(chain) - 1, start, -1):
+            key = ("facts-state", start, chain[k])
             if key in memo:
                 try:
                     return memo[key]  # type: ignore[no-any-return]
@@ -127,19 +130,12 @@ class Notes:
                     continue
         return None
 
-    def _keys(self) -> list[Hashable] | None:
-        """chain[n]: one key for the content of the span's first n messages; None when a
-        message has no key (then nothing is remembered)."""
+    def _keys(self) -> list[bytes] | None:
+        """chain[k]: the key of messages[:k] (the span's first k - start messages, and the
+        pinned ones before them); None when a message has no key (then nothing is
+        remembered)."""
         if not self._chained:
             self._chained = True
             if self.key_of is not None and self.memo is not None:
-                h: Hashable = hash(("span",))
-                chain = [h]
-                for m in self.messages[self.start :]:
-                    k = self.key_of(m)
-                    if k is None:
-                        return None
-                    h = hash((h, k))
-                    chain.append(h)
-                self._chain = chain
+                self._chain = keys.prefixes(self.messages, self.key_of)
         return self._chain

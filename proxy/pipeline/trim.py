@@ -17,17 +17,18 @@ Pure: no I/O, inputs are never mutated, unchanged messages are returned as the s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterator, MutableMapping
+from collections.abc import Callable, Collection, Hashable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.pipeline import keys
 from proxy.pipeline.types import Message, Policy
 from proxy.pipeline.units import group_units, pinned_count, role_of
 
 CountMessage = Callable[[Message], int]
 CountText = Callable[[str], int]
 Note = Callable[[int], str]
-KeyOf = Callable[[Message], int | None]
+KeyOf = Callable[[Message], bytes | None]
 
 
 @dataclass(frozen=True)
@@ -170,26 +171,17 @@ def _replay_cut(
     return cut
 
 
-def _prefix_keys(messages: list[Message], key_of: KeyOf, seed: Hashable) -> list[int] | None:
-    """chain[n]: one hash of `seed` and the keys of messages[:n]; None if a message has no key."""
-    h = hash(("replay", seed))
-    chain = [h]
-    for m in messages:
-        k = key_of(m)
-        if k is None:
-            return None
-        h = hash((h, k))
-        chain.append(h)
-    return chain
-
-
 def _resume(
-    chain: list[int], memo: MutableMapping[Hashable, Any], starts: list[int], p: int
+    chain: Sequence[bytes],
+    seed: bytes,
+    memo: MutableMapping[Hashable, Any],
+    starts: list[int],
+    p: int,
 ) -> tuple[int, int]:
     """(n, unit) for the longest prefix whose replay is remembered; (0, 0) for none."""
     unit_at = None
     for n in range(len(chain) - 1, p, -1):
-        key = ("replay", chain[n])
+        key = ("replay", seed, chain[n])
         if key not in memo:
             continue
         try:
@@ -218,6 +210,7 @@ def trim_history(
     key_of: KeyOf | None = None,
     memo: MutableMapping[Hashable, Any] | None = None,
     seed: Hashable = None,
+    chain: Sequence[bytes] | None = None,
 ) -> TrimResult | None:
     """Drop the oldest history at a sticky cut so the messages fit `budget`; None if they fit.
 
@@ -232,7 +225,8 @@ def trim_history(
     With `memo` and `key_of` (a message's content key), where each prefix's replay ended is
     remembered under a chain of the message keys and `seed` (which must name everything else a
     replay depends on: budget, policy, counter, note): the next turn, which resends the same
-    prefix, replays only its new messages.
+    prefix, replays only its new messages. `chain` (keys.prefixes of `messages`), when the
+    caller has it, saves building it from `key_of`.
     """
     counts = [count(m) for m in messages]
     total = sum(counts)
@@ -299,13 +293,19 @@ def trim_history(
     limit = len(messages) - max(policy.keep_last, 0)
     # The replayed cut fits by construction; the grid is the fallback (e.g. when the newest
     # messages alone outgrow the budget).
-    chain = _prefix_keys(messages, key_of, seed) if memo is not None and key_of else None
-    resume = _resume(chain, memo, starts, p) if chain is not None and memo is not None else (0, 0)
+    if chain is None and memo is not None and key_of is not None:
+        chain = keys.prefixes(messages, key_of)
+    # A replay also depends on everything `seed` names: its repr (a tuple of names, numbers and
+    # the frozen Policy) is digested once.
+    seed_key = keys.digest(b"replay", repr(seed).encode())
+    resume = (0, 0)
+    if chain is not None and memo is not None:
+        resume = _resume(chain, seed_key, memo, starts, p)
     cut_unit = _replay_cut(
         len(messages), prefix, p, starts, budget, policy, weigh, note is not None, resume
     )
     if chain is not None and memo is not None and resume[0] < len(messages):
-        memo[("replay", chain[-1])] = starts[cut_unit] if cut_unit else 0
+        memo[("replay", seed_key, chain[-1])] = starts[cut_unit] if cut_unit else 0
     replayed = cut_unit or None
     grid: list[int] = []
 

@@ -98,8 +98,8 @@ def count(text: str) -> int:
     return len(text) // 4 + 1
 
 
-def key(message: Any) -> int:
-    return hash(repr(message))
+def key(message: Any) -> bytes:
+    return repr(message).encode()
 
 
 def test_a_next_turn_reads_only_what_no_turn_read_and_lists_the_same() -> None:

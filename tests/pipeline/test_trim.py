@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import random
 import re
@@ -404,8 +405,8 @@ def test_replay_moves_about_once_per_step(step: float) -> None:
     assert greedy["moves"] > 2 * stats["moves"]
 
 
-def content_key(m: Any) -> int:
-    return hash(json.dumps(m, sort_keys=True))
+def content_key(m: Any) -> bytes:
+    return hashlib.sha256(json.dumps(m, sort_keys=True).encode()).digest()
 
 
 @pytest.mark.parametrize(("seed", "budget"), [(3, 2500), (7, 4000), (11, 1200)])
