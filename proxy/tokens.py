@@ -24,6 +24,8 @@ import orjson
 import tiktoken
 import tiktoken.load
 
+from proxy import pieces
+from proxy.pieces import utf8_length
 from proxy.pipeline import keys
 
 logger = logging.getLogger(__name__)
@@ -92,12 +94,13 @@ def fits_by_bytes(text: str, max_tokens: int) -> bool:
         return False
     if len(text) * 4 <= max_tokens:  # a code point is at most 4 UTF-8 bytes: no need to encode
         return True
-    return upper_bound_bytes(len(text.encode("utf-8", "surrogatepass"))) <= max_tokens
+    return upper_bound_bytes(utf8_length(text)) <= max_tokens
 
 
 def estimate_tokens(text: str) -> int:
-    """The fallback: ceil(utf-8 bytes / 4), roughly what BPE gives on English prose and code."""
-    return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+    """The fallback: ceil(utf-8 bytes / 4), roughly what BPE gives on English prose and code.
+    The bytes are counted without a copy of the text (pieces.utf8_length)."""
+    return -(-utf8_length(text) // 4)
 
 
 # --- serialisation helpers ------------------------------------------------------------------------
@@ -188,6 +191,8 @@ class TokenCounter:
         self.name = name
         self.encoding = encoding
         self.exact = encoding is not None
+        # Whether long texts may be counted in pieces: the cuts hold for these patterns only.
+        self._pieces = getattr(encoding, "_pat_str", None) in pieces.PATTERNS
         # Why counts are not exact, for the report; None for a real encoding.
         self.note = note
         self._cache_size = max(cache_size, 0)
@@ -254,12 +259,12 @@ class TokenCounter:
 
     def uncounted(self, texts: Sequence[str]) -> list[str]:
         """Those of `texts` whose count is neither cached nor under way (no hit is recorded)."""
-        keys = [text_key(t) if len(t) >= TEXT_CACHE_MIN_CHARS else None for t in texts]
+        found = [text_key(t) if len(t) >= TEXT_CACHE_MIN_CHARS else None for t in texts]
         with self._lock:
             cache, flights = self._cache, self._flights
             return [
                 t
-                for t, k in zip(texts, keys, strict=True)
+                for t, k in zip(texts, found, strict=True)
                 if k is not None and k not in cache and k not in flights
             ]
 
@@ -270,9 +275,14 @@ class TokenCounter:
     # counting
 
     def _len(self, text: str) -> int:
-        if self.encoding is None:
+        encoding = self.encoding
+        if encoding is None:
             return estimate_tokens(text)
-        return len(self.encoding.encode_ordinary(text))  # `<|endoftext|>` in text is plain text
+        # `<|endoftext|>` in text is plain text. A long text is counted in pieces whose counts
+        # add up to its own (proxy.pieces): never a list of ints for the whole of it.
+        if len(text) <= pieces.SIZE or not self._pieces:
+            return len(encoding.encode_ordinary(text))
+        return sum(len(encoding.encode_ordinary(piece)) for piece in pieces.pieces(text))
 
     def _count_message(self, message: Any) -> int:
         if not isinstance(message, Mapping):

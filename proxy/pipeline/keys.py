@@ -19,7 +19,7 @@ from typing import Any
 
 SIZE = 16
 # Characters encoded at a time: a long text is never copied whole to be digested.
-PIECE = 1 << 20
+PIECE = 1 << 18
 
 
 def digest(kind: bytes, data: bytes = b"") -> bytes:
