@@ -207,7 +207,12 @@ class Settings(BaseSettings):
         "and 1.6% by default.",
     )
     keep_last: int = Field(
-        4, ge=0, le=1000, description="The last N messages are never trimmed away."
+        4,
+        ge=0,
+        le=1000,
+        description="The last N messages are kept: when they alone do not fit, their largest "
+        "texts are cut head+tail first (never the latest user message); only if that cannot fit "
+        "are the oldest of them dropped.",
     )
     trim_step: float = Field(
         0.8,

@@ -10,8 +10,10 @@ so every later turn arrives at the same cut until the kept tail has grown by abo
 the budget. The cut's marker may list key lines of the span it drops (`note`); the marker is
 weighed with them, so the list costs exactly its size and never changes while the cut holds.
 When the replayed cut cannot fit (the newest messages alone are too big), candidate cuts where
-the running token sum crosses multiples of a step (a sticky grid) are tried, then stage 3
-(proxy.pipeline.last_resort).
+the running token sum crosses multiples of a step (a sticky grid) are tried. None drops any of
+the newest `keep_last` messages: when no cut fits without, those messages stay and their largest
+texts are cut head+tail (stage 3, proxy.pipeline.last_resort); only when even that cannot fit are
+cuts among them tried, then stage 3 on the newest turn alone.
 
 Pure: no I/O, inputs are never mutated, unchanged messages are returned as the same dict objects.
 """
@@ -89,9 +91,11 @@ def _grid(sums: list[int], step: int) -> list[int]:
     return points
 
 
-def _candidates(starts: list[int], sums: list[int], step: int, limit: int) -> list[int]:
+def _candidates(
+    starts: list[int], sums: list[int], step: int, limit: int
+) -> tuple[list[int], list[int]]:
     """Unit indices to try, best first: the sticky grid, then finer grids, then the rest within
-    `limit`; then everything beyond it.
+    `limit`; and apart, the units beyond it (cuts that drop some of the newest messages).
 
     starts[b] is the message index where unit b begins; sums[b] the history tokens before it.
     Unit 0 (no cut) is never a candidate and the last unit is always kept. When no point of the
@@ -110,7 +114,7 @@ def _candidates(starts: list[int], sums: list[int], step: int, limit: int) -> li
         level = max(1, level // 2)
     rest = range(1, len(starts))
     order += [b for b in rest if b not in seen and starts[b] <= limit]
-    return order + [b for b in rest if starts[b] > limit]
+    return order, [b for b in rest if starts[b] > limit]
 
 
 def _replay_cut(
@@ -310,43 +314,66 @@ def trim_history(
     if chain is not None and memo is not None and resume[0] < len(messages):
         memo[("replay", seed_key, chain[-1])] = starts[cut_unit] if cut_unit else 0
     replayed = cut_unit or None
-    grid: list[int] = []
+    within, beyond = _candidates(starts, sums, step, limit) if replayed is None else ([], [])
+    built = replayed is None
 
-    def candidates() -> Iterator[int]:
-        """The replayed cut, then the grid's (only built when the replayed cut does not fit)."""
-        if replayed is not None:
+    def cuts(newest: bool) -> Iterator[int]:
+        """The replayed cut, then the grid's within `limit` (built only when the replayed cut
+        does not fit); or (newest) the cuts that drop some of the newest messages."""
+        nonlocal within, beyond, built
+        if replayed is not None and not newest:
             yield replayed
-        if not grid:
-            grid.extend(_candidates(starts, sums, step, limit))
-        yield from grid
+        if not built:
+            within, beyond = _candidates(starts, sums, step, limit)
+            built = True
+        yield from beyond if newest else within
 
-    for noted in (True, False) if note is not None else (False,):
-        for b in candidates():
-            n_dropped, t_dropped, carried, marker, tokens = plan(b)
-            if tokens > budget:
-                continue  # a note only adds: no need to make one
-            tokens, marker, text = weigh(b, noted)
-            if tokens > budget:
-                continue
-            out = assemble(starts[b], carried, marker)
-            return TrimResult(
-                out, n_dropped, t_dropped, starts[b], carried, True, total, tokens, note=text
-            )
+    def first_fit(newest: bool) -> TrimResult | None:
+        for noted in (True, False) if note is not None else (False,):
+            for b in cuts(newest):
+                n_dropped, t_dropped, carried, marker, tokens = plan(b)
+                if tokens > budget:
+                    continue  # a note only adds: no need to make one
+                tokens, marker, text = weigh(b, noted)
+                if tokens > budget:
+                    continue
+                out = assemble(starts[b], carried, marker)
+                return TrimResult(
+                    out, n_dropped, t_dropped, starts[b], carried, True, total, tokens, note=text
+                )
+        return None
 
-    # Stage 3: the smallest kept set still does not fit. Cut at the last unit unless the marker
-    # would cost more than what it replaces (then nothing is dropped), and shrink the largest texts.
-    n_dropped, t_dropped, carried, marker, cut = 0, 0, None, None, p
-    if len(units) > 1 and plan(len(units) - 1)[4] < total:
-        n_dropped, t_dropped, carried, marker, _ = plan(len(units) - 1)
-        cut = starts[-1]
-    out = assemble(cut, carried, marker)
-    origin = list(range(p)) + ([-1] if marker else []) + ([carried] if carried is not None else [])
-    origin += list(range(cut, len(messages)))
-    # Pinned system/developer messages and the latest user message are never altered: what the
-    # client said must arrive verbatim or not at all (then the caller refuses with a 400).
-    protect = {i for i, o in enumerate(origin) if o == latest_user or o == -1 or 0 <= o < p}
-    counter = count_text or (lambda text: count({"role": "user", "content": text}))
-    out, changes, fits = last_resort(out, budget, count, counter, protect=protect)
-    shrunk = tuple(Shrunk(origin[i], before, after) for i, before, after in changes)
-    tokens = sum(count(m) for m in out)
-    return TrimResult(out, n_dropped, t_dropped, cut, carried, fits, total, tokens, shrunk)
+    def shrunk_at(b: int) -> TrimResult:
+        """Stage 3 at unit b: cut there unless the marker would cost more than what it
+        replaces (then nothing is dropped), and shrink the largest texts kept."""
+        n_dropped, t_dropped, carried, marker, cut = 0, 0, None, None, p
+        if b > 0 and plan(b)[4] < total:
+            n_dropped, t_dropped, carried, marker, _ = plan(b)
+            cut = starts[b]
+        out = assemble(cut, carried, marker)
+        origin = list(range(p)) + ([-1] if marker else [])
+        origin += ([carried] if carried is not None else []) + list(range(cut, len(messages)))
+        # Pinned system/developer messages and the latest user message are never altered: what
+        # the client said must arrive verbatim or not at all (then the caller refuses: 400).
+        protect = {i for i, o in enumerate(origin) if o == latest_user or o == -1 or 0 <= o < p}
+        counter = count_text or (lambda text: count({"role": "user", "content": text}))
+        out, changes, fits = last_resort(out, budget, count, counter, protect=protect)
+        shrunk = tuple(Shrunk(origin[i], before, after) for i, before, after in changes)
+        tokens = sum(count(m) for m in out)
+        return TrimResult(out, n_dropped, t_dropped, cut, carried, fits, total, tokens, shrunk)
+
+    found = first_fit(newest=False)
+    if found is not None:
+        return found
+    # The newest `keep_last` messages alone do not fit (with what must come with them): they
+    # stay, and the largest texts kept are cut head+tail, the deepest cut within `limit` having
+    # dropped all the older history it may. Only when even that cannot fit does a cut drop
+    # some of them, and then the last resort cuts at the last unit.
+    last = len(units) - 1
+    deepest = max((b for b in within if b), default=0)
+    if deepest < last:
+        kept = shrunk_at(deepest)
+        if kept.fits:
+            return kept
+    found = first_fit(newest=True)
+    return found if found is not None else shrunk_at(last)

@@ -157,7 +157,7 @@ def test_sticky_cut_does_not_move_while_the_tail_fits() -> None:
 def test_stage3_shrinks_the_largest_message_but_never_the_latest_user() -> None:
     u = user(300, "q")
     messages = [sys(400), user(10), asst(20), u, asst(0, "a"), tool("a", 3000)]
-    r = trim_history(messages, 1500, count, Policy(), count_text=count_text)
+    r = trim_history(messages, 1500, count, Policy(keep_last=2), count_text=count_text)
     assert r is not None and r.fits and total(r.messages) <= 1500
     assert r.messages[2] is u and r.carried_user == 3 and r.cut == 4
     # only the largest text had to shrink: it stays larger than the system prompt
@@ -165,6 +165,39 @@ def test_stage3_shrinks_the_largest_message_but_never_the_latest_user() -> None:
     assert "omitted by shrink-proxy" in r.messages[4]["content"]
     assert [s.index for s in r.shrunk] == [5] and r.shrunk[0].tokens_after > count(messages[0])
     assert messages[5]["content"] == text(3000, "t")  # the input is untouched
+
+
+def test_keep_last_messages_stay_and_their_largest_texts_are_cut_first() -> None:
+    """Issue 20: [system, a document, the reply, a question] dropped the document and the reply
+    (both among the newest `keep_last`) rather than cut the document head+tail."""
+    doc, reply, question = user(28_000, "d"), asst(60), user(20, "q")
+    messages = [sys(100), doc, reply, question]
+    r = trim_history(messages, 8000, count, Policy(keep_last=4), count_text=count_text)
+    assert r is not None and r.fits and not r.dropped_messages and r.tokens_after <= 8000
+    assert [s.index for s in r.shrunk] == [1] and r.tokens_after > 7000  # only the document
+    assert r.messages[0] is messages[0] and r.messages[2:] == [reply, question]
+    assert r.messages[2] is reply and r.messages[3] is question
+    content = r.messages[1]["content"]
+    assert content.startswith("d0000 ") and content.endswith("d2799 " + "." * 34 + "\n")
+    assert "omitted by shrink-proxy" in content
+    # Older history than the newest four still goes first, whole, before any text is cut.
+    older = [sys(100), user(3000, "o"), asst(3000), doc, reply, question]
+    r = trim_history(older, 8000, count, Policy(keep_last=3), count_text=count_text)
+    assert r is not None and r.fits and r.cut == 3 and r.dropped_messages == 2
+    assert [s.index for s in r.shrunk] == [3] and r.messages[-2:] == [reply, question]
+
+
+def test_keep_last_messages_are_dropped_only_when_keeping_them_cannot_fit() -> None:
+    # Tool-call arguments are never cut: the newest four alone cannot fit, so as before.
+    call = asst(0, "a")
+    call["tool_calls"][0]["function"]["arguments"] = "{" + '"x": 1, ' * 4000 + "}"
+    messages = [sys(100), user(50), call, tool("a", 50), asst(20), user(20, "q")]
+    r = trim_history(messages, 1000, count, Policy(keep_last=4), count_text=count_text)
+    assert r is not None and r.fits and r.cut == 4 and r.messages[-2:] == messages[-2:]
+    # The latest user message alone too big: it is never cut, and nothing fits.
+    big = [sys(100), user(50), asst(50), user(4000, "q")]
+    r = trim_history(big, 1000, count, Policy(keep_last=4), count_text=count_text)
+    assert r is not None and not r.fits and r.messages[-1] is big[-1]
 
 
 def test_stage3_one_huge_result_is_cut_to_just_under_the_budget() -> None:
@@ -285,12 +318,15 @@ def present_ids(messages: list[Any]) -> tuple[set[str], set[str]]:
 
 
 def minimal_fits(messages: list[Any], budget: int, policy: Policy) -> bool:
-    """Whether the smallest kept set of stage 2 (cut at the last unit) fits: a reference model."""
+    """Whether the smallest kept set of stage 2 that keeps the newest `keep_last` messages (cut
+    at the deepest unit that keeps them) fits: a reference model."""
     p = pinned_count(messages)
     units = group_units(messages, p)
-    if len(units) < 2:
+    limit = len(messages) - policy.keep_last
+    within = [b for b, (begin, _) in enumerate(units) if b and begin <= limit]
+    if not within:
         return total(messages) <= budget
-    k = units[-1][0]
+    k = units[within[-1]][0]
     users = [i for i in range(p, k) if messages[i]["role"] == "user"]
     carried = users[-1] if users and messages[k]["role"] != "user" else None
     kept = messages[:p] + ([messages[carried]] if carried is not None else []) + messages[k:]
