@@ -3,7 +3,10 @@
 For the largest corpus conversations: counting the whole conversation cold (empty cache), warm (the
 same messages again), and "turn k+1" (all k messages seen, one new message appended), against the
 baseline of tiktoken encoding the concatenated text once. Also count_text on a long text, cold vs
-warm, which is why texts >= TEXT_CACHE_MIN_CHARS go through the cache. Median of several runs.
+warm, which is why texts >= TEXT_CACHE_MIN_CHARS go through the cache. And what a cache key
+costs: each of hashlib's digests (and Python's own hash(), which keys must not rely on alone:
+proxy/pipeline/keys.py) over texts of 1 KB to 1 MB, English and CJK, against tiktoken encoding
+them. Median of several runs.
 
     TIKTOKEN_CACHE_DIR=/work/shared/tiktoken-cache .venv/bin/python bench/tokens_cache.py [corpus]
 """
@@ -11,7 +14,9 @@ warm, which is why texts >= TEXT_CACHE_MIN_CHARS go through the cache. Median of
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -24,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proxy.tokenizers import Tokenizers, resolve_cache_dir  # noqa: E402
-from proxy.tokens import TEXT_CACHE_MIN_CHARS, TokenCounter  # noqa: E402
+from proxy.tokens import TEXT_CACHE_MIN_CHARS, TokenCounter, text_key  # noqa: E402
 
 T = TypeVar("T")
 
@@ -76,6 +81,7 @@ def main() -> None:
     text = flat_text(json.loads(files[0].read_bytes())["messages"])
     for size in (256, 1024, 4096, 32768, len(text)):
         bench_text(text[:size], shared, args.reps)
+    bench_keys(text, shared, args.reps)
 
 
 def fresh(shared: TokenCounter) -> TokenCounter:
@@ -121,6 +127,53 @@ def bench_text(chunk: str, shared: TokenCounter, reps: int) -> None:
         f"  {len(chunk):>7} chars: cold {t_cold * 1000:8.1f} us  warm {t_warm * 1000:8.1f} us  "
         f"x{t_cold / t_warm:5.1f}  ({cached})"
     )
+
+
+DIGESTS = ("sha256", "sha1", "blake2b", "blake2s", "md5", "sha512", "sha3_256")
+
+
+def best_us(fn: Callable[[], Any], n: int, reps: int) -> float:
+    """Best over `reps` runs of the mean microseconds of n calls."""
+    best = math.inf
+    for _ in range(reps):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - start) / n)
+    return best * 1e6
+
+
+def key_row(chunk: str, shared: TokenCounter, reps: int) -> list[float]:
+    """encode, hash() of a new str, text_key, then each digest over the text's bytes (us)."""
+    data = chunk.encode()
+    n = max(3, (1 << 22) // len(chunk))
+    encoding = shared.encoding
+    assert encoding is not None
+    fresh = iter([data.decode() for _ in range(n * reps)])  # a str caches its hash()
+    row = [best_us(lambda: encoding.encode_ordinary(chunk), max(1, n // 16), reps)]
+    row += [best_us(lambda: hash(next(fresh)), n, reps), best_us(lambda: text_key(chunk), n, reps)]
+    for name in DIGESTS:
+        row.append(best_us(lambda name=name: hashlib.new(name, data).digest(), n, reps))
+    return row
+
+
+def bench_keys(text: str, shared: TokenCounter, reps: int) -> None:
+    """Microseconds per key of one text: tiktoken's encode (for reference), hash() of a new
+    str (what a parsed request holds), our text_key (UTF-8 and SHA-256), each digest."""
+    cjk = "错误：无法找到模块，请检查路径与版本。构建失败，测试通过。" * 64
+    print(f"\ncache keys, us per text (best of {reps}):")
+    header = f"{'text':<12}{'encode':>10}{'hash()':>9}{'text_key':>9}"
+    print(header + "".join(f"{name:>10}" for name in DIGESTS))
+    for name, source in (("en", text), ("cjk", cjk)):
+        while len(source) < 1 << 20:
+            source += source
+        for size in (1 << 10, 1 << 14, 1 << 18, 1 << 20):
+            encode, siphash, key, *digests = key_row(source[:size], shared, reps)
+            cells = f"{encode:>10.0f}{siphash:>9.1f}{key:>9.1f}"
+            print(
+                f"{f'{name} {size // 1024} KB':<12}{cells}"
+                + "".join(f"{d:>10.1f}" for d in digests)
+            )
 
 
 if __name__ == "__main__":

@@ -159,7 +159,7 @@ class Settings(BaseSettings):
         20_000,
         ge=0,
         description="Token counts remembered per worker (messages and long texts, by content "
-        "hash), so a resent turn counts only its new messages. A long agent conversation takes "
+        "digest), so a resent turn counts only its new messages. A long agent conversation takes "
         "about 1.5 entries per message; an entry costs ~150 bytes.",
     )
     memo_mb: float = Field(
@@ -207,7 +207,12 @@ class Settings(BaseSettings):
         "and 1.6% by default.",
     )
     keep_last: int = Field(
-        4, ge=0, le=1000, description="The last N messages are never trimmed away."
+        4,
+        ge=0,
+        le=1000,
+        description="The last N messages are kept: when they alone do not fit, their largest "
+        "texts are cut head+tail first (never the latest user message); only if that cannot fit "
+        "are the oldest of them dropped.",
     )
     trim_step: float = Field(
         0.8,

@@ -57,8 +57,9 @@ THREAD_THRESHOLD = 32 * 1024
 
 
 class CompactMemo(OrderedDict[Hashable, Any]):
-    """A bounded, thread-safe LRU for stage-1 results, facts lists and the facts text under a
-    marker (agents resend the same tool output and the same dropped span every turn).
+    """A bounded, thread-safe LRU for stage-1 results, the facts read of dropped spans and the
+    facts text under a marker (agents resend the same tool output and the same dropped span
+    every turn).
 
     Bounded by entries and by the characters its values hold: a compacted tool result can be
     anywhere from nothing to tens of KB, so a count alone let the memo of a long-running
@@ -78,6 +79,9 @@ class CompactMemo(OrderedDict[Hashable, Any]):
 
     @classmethod
     def size_of(cls, value: Any) -> int:
+        chars = getattr(value, "memo_chars", None)  # what a span's facts hold (pipeline.notes)
+        if isinstance(chars, int):
+            return cls.ENTRY_OVERHEAD + chars
         text = value if isinstance(value, str) else getattr(value, "text", None)
         if isinstance(text, str):
             return cls.ENTRY_OVERHEAD + len(text)
@@ -334,18 +338,18 @@ class Shrinker:
         counter, new_chars = self._look_up(body["messages"], model)
         if new_chars < THREAD_THRESHOLD and mode != "off":
             limit = self.policy.tool_limit(window or self.settings.window_for(model))
-            new_chars += self._uncompacted(body["messages"], limit, counter.name)
+            new_chars += self._uncompacted(body["messages"], limit, counter)
         if new_chars < THREAD_THRESHOLD:
             return self.plan_sync(body, mode, window, counter, False, rid), None
         return None, counter
 
-    def _uncompacted(self, messages: list[Any], limit: int, encoding: str) -> int:
+    def _uncompacted(self, messages: list[Any], limit: int, counter: CallCounter) -> int:
         """Characters of the long tool results whose stage-1 result is not in the memo. The
         memo holds fewer results than the counter holds counts, so a request can be warm by
         its counts and still have its tool results to compact again: as costly as new text
         (bench/overhead's large body after 128 cold ones had evicted it: 45 ms inline)."""
         texts = tool_texts(messages, limit)
-        return sum(len(t) for t in texts if compact_key(t, limit, encoding) not in self.memo)
+        return sum(len(t) for t in texts if compact_key(t, limit, counter) not in self.memo)
 
     def _look_up(self, messages: list[Any], model: str | None) -> tuple[CallCounter, int]:
         """The cached counts of `messages`, and roughly how much of their text has none (string
@@ -354,7 +358,7 @@ class Shrinker:
         counter = CallCounter(tokens)
         new_chars = 0
         for m in messages:
-            key = tokens.message_key(m)
+            key = counter.key_of(m)  # a long content's key is kept for stage 1's look-up
             n = tokens.cached_count(m, key)
             if n is not None:
                 counter.remember(m, n, key)

@@ -21,6 +21,7 @@ from typing import TypeVar
 import tiktoken
 import tiktoken.load
 
+from proxy.pieces import CL100K_PATTERN, O200K_PATTERN
 from proxy.tokens import CL100K, ESTIMATE, O200K, CacheInfo, TokenCounter, encoding_for_model
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ _SPECS: dict[str, _Spec] = {
     CL100K: _Spec(
         url="https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
         sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-        pat_str=r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",  # noqa: E501
+        pat_str=CL100K_PATTERN,
         special_tokens={
             "<|endoftext|>": 100257,
             "<|fim_prefix|>": 100258,
@@ -55,17 +56,7 @@ _SPECS: dict[str, _Spec] = {
     O200K: _Spec(
         url="https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
         sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        pat_str="|".join(
-            [
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",  # noqa: E501
-                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",  # noqa: E501
-                r"""\p{N}{1,3}""",
-                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-                r"""\s*[\r\n]+""",
-                r"""\s+(?!\S)""",
-                r"""\s+""",
-            ]
-        ),
+        pat_str=O200K_PATTERN,
         special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
     ),
 }

@@ -6,9 +6,9 @@ tokens per message, 1 per name, 3 to prime the reply). When an encoding file is 
 offline it never reaches for the network unless told to: it falls back to a labelled estimate,
 `ceil(utf-8 bytes / 4)`, and says so once in the log.
 
-Agents resend the whole history on every turn, so per-message counts are cached by a hash of the
-message's content: a new turn costs hashing the history (hundreds of times cheaper than encoding
-it) plus counting only its new messages.
+Agents resend the whole history on every turn, so per-message counts are cached by a digest of
+the message's content: a new turn costs digesting the history (tens of times cheaper than
+encoding it) plus counting only its new messages.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ import orjson
 import tiktoken
 import tiktoken.load
 
+from proxy import pieces
+from proxy.pieces import utf8_length
+from proxy.pipeline import keys
+
 logger = logging.getLogger(__name__)
 
 O200K = "o200k_base"
@@ -38,8 +42,9 @@ REPLY_PRIMING = 3
 # decode. 85 is a low-detail image tile; audio gets the same placeholder.
 IMAGE_TOKENS = 85
 AUDIO_TOKENS = 85
-# Texts at least this long go through the count cache: hashing 1 KB costs ~1 us, encoding it ~25 us
-# (measured by bench/tokens_cache.py); below it the lock and dict cost about as much as encoding.
+# Texts at least this long go through the count cache: keying 1 KB costs ~3-5 us, encoding it
+# ~100 us (bench/tokens_cache.py, on a loaded machine); below it, keying, the lock and the dict
+# cost too large a share of what they save.
 TEXT_CACHE_MIN_CHARS = 1024
 
 # Families that use o200k_base, after the provider prefix and `ft:` are stripped. tiktoken's own
@@ -89,12 +94,13 @@ def fits_by_bytes(text: str, max_tokens: int) -> bool:
         return False
     if len(text) * 4 <= max_tokens:  # a code point is at most 4 UTF-8 bytes: no need to encode
         return True
-    return upper_bound_bytes(len(text.encode("utf-8", "surrogatepass"))) <= max_tokens
+    return upper_bound_bytes(utf8_length(text)) <= max_tokens
 
 
 def estimate_tokens(text: str) -> int:
-    """The fallback: ceil(utf-8 bytes / 4), roughly what BPE gives on English prose and code."""
-    return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+    """The fallback: ceil(utf-8 bytes / 4), roughly what BPE gives on English prose and code.
+    The bytes are counted without a copy of the text (pieces.utf8_length)."""
+    return -(-utf8_length(text) // 4)
 
 
 # --- serialisation helpers ------------------------------------------------------------------------
@@ -120,40 +126,42 @@ def _as_text(value: Any) -> str:
         return object.__repr__(value)
 
 
-def text_key(text: str, kind: str = "t") -> int:
-    """Cache key of a text: its kind, length and Python's keyed 64-bit hash (SipHash, seeded per
-    process), folded into one int. The str hash is computed once per object and then cached by
-    CPython, so stage 1 looking up the same tool output again costs nothing; blake2b of the
-    bytes cost 5-10x more per request (bench/tokens_cache.py). One int rather than the tuple
-    itself: a full 50,000-entry cache holds 8.7 MB instead of 13.5 MB. A collision (~1e-10
-    over a full cache) could only skew one count."""
-    return hash((kind, len(text), hash(text)))
+def text_key(text: str, kind: str = "t") -> bytes:
+    """Cache key of a text: a digest of its UTF-8 bytes, in the namespace `kind`
+    (proxy.pipeline.keys: never Python's hash() alone, which can be made to collide)."""
+    return keys.text_key(text, kind.encode())
 
 
-def message_key(message: Any) -> int:
+def message_key(message: Any, text_key: Callable[[str], bytes] = text_key) -> bytes:
     """Key of a message's content, so re-sent messages hit the cache (and, chained, the key of a
     conversation prefix: stage 2's replay memo).
 
-    A message of plain scalar fields (nearly all of them) is keyed by the set of its items;
-    anything nested (tool calls, content parts) by its JSON with sorted keys. Key order never
-    matters: a client that rebuilds its messages must still hit.
+    A digest of its JSON with sorted keys, so key order never matters: a client that rebuilds
+    its messages must still hit. Values that differ in JSON differ in key (1, 1.0 and true are
+    three keys; NaN has no JSON spelling of its own and keys like null, but the wire's JSON
+    cannot carry it). What JSON refuses is keyed by a cruder rendering, in its own namespace.
+    A long text content is keyed by its `text_key` (which the caller may have memoized: the
+    same text is looked up again for its own count and stage 1's memo), the rest by its JSON.
     """
     if type(message) is dict:
-        try:
-            # Equal scalars of different types (1, 1.0, True) share a key: their renderings
-            # differ by a token or two at most, and a check per value cost more than the hash.
-            return hash(("m", len(message), hash(frozenset(message.items()))))
-        except TypeError:  # a list or dict inside: keyed by its JSON below
-            pass
+        content = message.get("content")
+        if type(content) is str and len(content) >= TEXT_CACHE_MIN_CHARS:
+            rest = {k: v for k, v in message.items() if k != "content"}
+            try:
+                data = orjson.dumps(rest, option=orjson.OPT_SORT_KEYS)
+            except TypeError:
+                pass
+            else:  # the text's key is always the last SIZE bytes: no ambiguity
+                return keys.digest(b"m", data + text_key(content))
     try:
-        data = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+        return keys.digest(b"j", orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
     except TypeError:
-        try:
-            text = json.dumps(message, sort_keys=True, ensure_ascii=False, default=repr)
-            data = b"\x01" + text.encode("utf-8", "surrogatepass")
-        except Exception:  # mixed-type keys, cycles, a raising __repr__: see _as_text
-            data = b"\x02" + _as_text(message).encode("utf-8", "surrogatepass")
-    return hash(("j", len(data), hash(data)))
+        pass
+    try:
+        text = json.dumps(message, sort_keys=True, ensure_ascii=False, default=repr)
+        return keys.digest(b"p", text.encode("utf-8", "surrogatepass"))
+    except Exception:  # mixed-type keys, cycles, a raising __repr__: see _as_text
+        return keys.digest(b"s", _as_text(message).encode("utf-8", "surrogatepass"))
 
 
 # --- the counter ----------------------------------------------------------------------------------
@@ -183,6 +191,8 @@ class TokenCounter:
         self.name = name
         self.encoding = encoding
         self.exact = encoding is not None
+        # Whether long texts may be counted in pieces: the cuts hold for these patterns only.
+        self._pieces = getattr(encoding, "_pat_str", None) in pieces.PATTERNS
         # Why counts are not exact, for the report; None for a real encoding.
         self.note = note
         self._cache_size = max(cache_size, 0)
@@ -197,17 +207,21 @@ class TokenCounter:
 
     # public API
 
-    def count_text(self, text: str) -> int:
+    def count_text(self, text: str, key: bytes | None = None) -> int:
+        """`key`: the text's `text_key`, when the caller has it already."""
         if not isinstance(text, str):
             text = _as_text(text)
         if len(text) < TEXT_CACHE_MIN_CHARS:
             return self._len(text)
-        return self._cached(text_key(text), lambda: self._len(text))
+        return self._cached(key or text_key(text), lambda: self._len(text))
+
+    # The key the cache files a text under (counted or not, whatever its length).
+    text_key = staticmethod(text_key)
 
     # The key the cache files a message under; callers that need it too compute it once.
     message_key = staticmethod(message_key)
 
-    def count_message(self, message: Mapping[str, Any], key: int | None = None) -> int:
+    def count_message(self, message: Mapping[str, Any], key: bytes | None = None) -> int:
         """Tokens of one chat message, overhead included. Junk is counted by its JSON/str form.
         `key`: the message's `message_key`, when the caller has it already."""
         if key is None:
@@ -230,7 +244,7 @@ class TokenCounter:
         text = _as_text(tools)
         return self._cached(text_key(text, "tools"), lambda: self._len(text))
 
-    def cached_count(self, message: Any, key: int | None = None) -> int | None:
+    def cached_count(self, message: Any, key: bytes | None = None) -> int | None:
         """The message's count if it is in the cache (a hit, as for `count_message`), else None.
         Lets the edge tell a warm request from a cold one without encoding anything."""
         if key is None:
@@ -245,12 +259,12 @@ class TokenCounter:
 
     def uncounted(self, texts: Sequence[str]) -> list[str]:
         """Those of `texts` whose count is neither cached nor under way (no hit is recorded)."""
-        keys = [text_key(t) if len(t) >= TEXT_CACHE_MIN_CHARS else None for t in texts]
+        found = [text_key(t) if len(t) >= TEXT_CACHE_MIN_CHARS else None for t in texts]
         with self._lock:
             cache, flights = self._cache, self._flights
             return [
                 t
-                for t, k in zip(texts, keys, strict=True)
+                for t, k in zip(texts, found, strict=True)
                 if k is not None and k not in cache and k not in flights
             ]
 
@@ -261,9 +275,14 @@ class TokenCounter:
     # counting
 
     def _len(self, text: str) -> int:
-        if self.encoding is None:
+        encoding = self.encoding
+        if encoding is None:
             return estimate_tokens(text)
-        return len(self.encoding.encode_ordinary(text))  # `<|endoftext|>` in text is plain text
+        # `<|endoftext|>` in text is plain text. A long text is counted in pieces whose counts
+        # add up to its own (proxy.pieces): never a list of ints for the whole of it.
+        if len(text) <= pieces.SIZE or not self._pieces:
+            return len(encoding.encode_ordinary(text))
+        return sum(len(encoding.encode_ordinary(piece)) for piece in pieces.pieces(text))
 
     def _count_message(self, message: Any) -> int:
         if not isinstance(message, Mapping):

@@ -278,3 +278,47 @@ def test_the_window_shares_come_from_the_settings() -> None:
     assert 500 < Tokenizers().for_model("qwen2.5-coder").count_text(tool) < 1024
     assert tool_after() != tool  # cut to 409 tokens
     assert tool_after(tool_window_share=8, facts_window_share=20) == tool
+
+
+def test_requests_whose_values_python_hashes_alike_get_their_own_plans() -> None:
+    """Issue 20: counts, replays and facts were cached under keys built on Python's hash(), so
+    a message whose content is 2**61 (hashed as 1), -2 (as -1) or 1.0 was served the count, and
+    the conversation the cut, of another. Every plan is now the one a fresh shrinker makes."""
+    shared = Shrinker(Settings(context_window=4096), Tokenizers())
+    for value in (1, 2**61, -1, -2, 1.0, True):
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+        for i in range(30):
+            messages.append({"role": "user", "content": f"Question {i}: " + "why? " * 60})
+            messages.append({"role": "assistant", "content": f"Answer {i}: " + "because. " * 60})
+        messages.append({"role": "user", "content": value})  # a client's junk, counted as JSON
+        body = {"model": "qwen2.5-coder", "messages": messages}
+        plan = shared.plan_sync(body, "trim")
+        alone = Shrinker(Settings(context_window=4096), Tokenizers()).plan_sync(body, "trim")
+        assert plan.report == alone.report, value
+        assert plan.messages == alone.messages
+
+
+def test_the_newest_messages_stay_and_a_long_document_among_them_is_cut_head_and_tail() -> None:
+    """Issue 20: SHRINK_KEEP_LAST=4 said the last four messages are never trimmed away, yet
+    [system, a 28k-token document, the reply, a question] at 8k went out as system, marker and
+    question (28,057 -> 52 tokens). The four stay now; the document is cut in its middle."""
+    doc = "\n".join(
+        f"{i:05d} Section {i}: the quick brown fox jumps over the lazy dog." for i in range(1750)
+    )
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": f"Here is the document:\n{doc}"},
+        {"role": "assistant", "content": "I have read it. Ask me anything about it."},
+        {"role": "user", "content": "What does section 1200 say?"},
+    ]
+    body = {"model": "qwen2.5-coder", "messages": messages}
+    plan = Shrinker(Settings(context_window=8192), Tokenizers()).plan_sync(body, "trim")
+    report = plan.report
+    assert report.fits and report.tokens_before > 28_000
+    assert report.budget * 0.8 < report.tokens_after <= report.budget
+    assert report.actions == {"truncate": 1}
+    assert [m["role"] for m in plan.messages] == ["system", "user", "assistant", "user"]
+    assert plan.messages[0] is messages[0] and plan.messages[2:] == messages[2:]
+    kept = plan.messages[1]["content"]
+    assert kept.startswith(messages[1]["content"][:500]) and kept.endswith(doc[-500:])
+    assert "omitted by shrink-proxy" in kept

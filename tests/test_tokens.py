@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,10 @@ import pytest
 import tiktoken
 import tiktoken.load
 import tiktoken_ext.openai_public as openai_public
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from proxy import pieces
 from proxy import tokenizers as loading
 from proxy.tokenizers import Tokenizers, resolve_cache_dir
 from proxy.tokens import (
@@ -365,6 +370,45 @@ def test_cache_key_ignores_key_order(fresh: TokenCounter) -> None:
     assert fresh.cache_info() == (1, 1, 1)
 
 
+def test_cache_key_ignores_key_order_when_nested(fresh: TokenCounter) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+    fresh.count_message({"role": "assistant", "content": None, "tool_calls": [call]})
+    rebuilt = {"function": {"arguments": "{}", "name": "run"}, "type": "function", "id": "c1"}
+    fresh.count_message({"tool_calls": [rebuilt], "role": "assistant", "content": None})
+    assert fresh.cache_info() == (1, 1, 1)
+
+
+# Values Python's hash() cannot tell apart (hash(-1) == hash(-2) == -2; ints are reduced modulo
+# 2**61 - 1; 1 == 1.0 == True), which cache keys built on it shared (issue 20).
+HASHED_ALIKE = [(1, 2**61), (-1, -2), (1, 1.0), (1, True), (0, 0.0), (5, 5 + 2**61 - 1)]
+
+
+@pytest.mark.parametrize(("a", "b"), HASHED_ALIKE)
+def test_values_python_hashes_alike_get_their_own_counts(
+    fresh: TokenCounter, a: Any, b: Any
+) -> None:
+    assert hash(a) == hash(b)
+    first, second = ({"role": "user", "content": v} for v in (a, b))
+    assert fresh.message_key(first) != fresh.message_key(second)
+    alone = TokenCounter(fresh.name, fresh.encoding, cache_size=0)
+    fresh.count_message(first)
+    assert fresh.count_message(second) == alone.count_message(second)
+    assert fresh.cache_info().size == 2
+    for kind in (lambda v: [v], lambda v: {"x": v}):  # nested: keyed by JSON before, too
+        assert fresh.message_key({"content": kind(a)}) != fresh.message_key({"content": kind(b)})
+
+
+def test_cache_keys_are_digests_of_the_content(fresh: TokenCounter) -> None:
+    text = "x" * 5000
+    assert fresh.text_key(text) == fresh.text_key("".join(["x"] * 5000))  # by content
+    assert fresh.text_key(text) != fresh.text_key(text[:-1] + "y")
+    assert fresh.text_key(text, "tools") != fresh.text_key(text)  # namespaces
+    for key in (fresh.text_key(text), fresh.message_key({"role": "user"})):
+        assert isinstance(key, bytes) and len(key) == 16
+    lone = "\ud800" + "a" * 2000  # a lone surrogate: keyed, not refused
+    assert fresh.text_key(lone) != fresh.text_key("\ud801" + "a" * 2000)
+
+
 def test_cache_is_bounded_lru(o200k: TokenCounter) -> None:
     small = TokenCounter(o200k.name, o200k.encoding, cache_size=2)
     a, b, c = ({"role": "user", "content": x} for x in "abc")
@@ -593,3 +637,97 @@ def test_uncounted_lists_texts_neither_cached_nor_under_way(fresh: TokenCounter)
     short, cached, new = "x" * 10, "cached line\n" * 100, "new line\n" * 200
     fresh.count_text(cached)
     assert fresh.uncounted([short, cached, new]) == [new]  # short texts are never cached
+
+
+# --- long texts, counted in pieces (proxy.pieces) -------------------------------------------------
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "dev"
+
+
+def corpus_texts() -> list[str]:
+    texts = []
+    for path in sorted(CORPUS.glob("*.json")):
+        for m in json.loads(path.read_text())["messages"]:
+            if isinstance(m.get("content"), str):
+                texts.append(m["content"])
+            for call in m.get("tool_calls") or []:
+                texts.append(call["function"]["arguments"])
+    return texts
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_both_encodings_count_long_texts_in_pieces(tokenizers: Tokenizers, name: str) -> None:
+    counter = tokenizers.for_encoding(name)
+    assert counter.encoding is not None and counter.encoding._pat_str in pieces.PATTERNS
+    assert counter._pieces
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="no corpus")
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_no_cut_changes_the_tokens_of_a_corpus_text(tokenizers: Tokenizers, name: str) -> None:
+    encoding = tokenizers.for_encoding(name).encoding
+    assert encoding is not None
+    cuts = 0
+    for text in corpus_texts():
+        whole = encoding.encode_ordinary(text)
+        for size in (8, 1000):
+            parts = list(pieces.pieces(text, size))
+            assert "".join(parts) == text
+            assert [t for p in parts for t in encoding.encode_ordinary(p)] == whole
+            cuts += len(parts) - 1
+    assert cuts > 100_000
+
+
+# What the encodings' patterns treat specially: newlines and other whitespace, the apostrophe of
+# contractions, o200k's `/` after newlines, marks, digits in threes, letters of several scripts
+# and cases, combining marks, CJK marks, emoji (with skin tone and joiner), a lone surrogate.
+PIECES = [
+    *"aZxQsStTdD09 '\"/.,:;-_()[]{}<>!?@#$%^&*+=|\\`~\n\r\t",
+    *["\n\n", "  ", "\r\n", "ll", "re", "'s", "'T", "23", "4567", "é", "É", "×", "÷", "ª"],
+    *["\u0301", "\u0308", "中", "字", "，", "。", "、", "！", "ア", "あ", "한", "Ж", "ж", "Ω"],
+    *["ς", "\xa0", "\u3000", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "😀", "👍🏽", "\u200d"],
+    "\ud800",
+]
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(PIECES), max_size=40).map("".join))
+def test_no_cut_changes_the_tokens_of_any_text(text: str) -> None:
+    """Every cut at once (pieces of one character and on): their tokens are the whole's."""
+    for encoding in (tiktoken.get_encoding("cl100k_base"), tiktoken.get_encoding("o200k_base")):
+        parts = list(pieces.pieces(text, 1))
+        assert "".join(parts) == text
+        assert [t for p in parts for t in encoding.encode_ordinary(p)] == (
+            encoding.encode_ordinary(text)
+        )
+
+
+def test_a_long_text_is_counted_exactly_without_the_list_of_its_tokens(o200k: TokenCounter) -> None:
+    """Issue 20: encode_ordinary's list costs ~36 bytes a token; a 54 MB body peaked at 1.8 GB."""
+    line = "Collecting requests==2.31.0\n  Downloading requests-2.31.0-py3-none-any.whl (62 kB)\n"
+    text = line * 40_000  # 3.4 MB, ~1M tokens: ~36 MB as a list
+    counter = TokenCounter(o200k.name, o200k.encoding, cache_size=0)
+    tracemalloc.start()
+    try:
+        n = counter.count_text(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert n == enc_len(o200k, text)
+    assert peak < 4_000_000
+
+
+def test_the_estimate_counts_bytes_without_a_copy_of_the_text() -> None:
+    text = "数字和文字" * 800_000  # 4M characters, 12 MB of UTF-8
+    estimate = TokenCounter("estimate", None, cache_size=0)
+    tracemalloc.start()
+    try:
+        n = estimate.count_text(text)
+        fits = fits_by_bytes(text, 11_000_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert n == 3_000_000 and fits is False
+    assert peak < 3_000_000
+    for sample in ("abc", "é" * 5, "\ud800x", "😀" * 3, ""):
+        assert pieces.utf8_length(sample) == len(sample.encode("utf-8", "surrogatepass"))

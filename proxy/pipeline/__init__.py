@@ -15,11 +15,10 @@ from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
+from proxy.pipeline import keys
 from proxy.pipeline.budget import Budget, compute_budget
 from proxy.pipeline.compact import Compacted, compact_text
-from proxy.pipeline.facts import extract_facts
+from proxy.pipeline.notes import Notes
 from proxy.pipeline.trim import trim_history
 from proxy.pipeline.types import Counter, Message, Mode, Policy, Report, StageAction
 from proxy.pipeline.units import pinned_count
@@ -37,12 +36,12 @@ __all__ = [
 ]
 
 REPLY_PRIMING = 3
-FACTS_INTRO = "Key lines from the omitted messages, verbatim:"
 TOOL_ROLES = ("tool", "function")
-# Stage-1 results by ("tool", encoding, text length, text hash, limit), the dropped span's facts
-# by ("facts", span key) (its messages' count keys), stage 2's replays by ("replay", prefix
-# chain). Python's hash is keyed per process (SipHash) and cached on each str, so looking up a
-# tool result resent every turn costs nothing more.
+# Stage-1 results by ("tool", encoding, text key, limit); by the key of a conversation's prefix
+# (keys.prefixes: a chain of the messages' count keys, one per request), the facts read of the
+# dropped spans ("facts-state") and their lists ("facts-text", with the encoding and room)
+# (proxy.pipeline.notes), and where stage 2's replays ended ("replay", with the key of what
+# else they depend on). Every key is a digest of the content it names (proxy.pipeline.keys).
 CompactMemo = MutableMapping[Hashable, Any]
 
 
@@ -137,23 +136,43 @@ def shrink(
 class CallCounter:
     """The caller's counter, plus a memo by message identity for the length of one request.
 
-    The counter's own cache is keyed by a hash of each message; the pipeline totals the same
-    messages several times per call, and hashing a 150k-token conversation again each time is
+    The counter's own cache is keyed by a digest of each message; the pipeline totals the same
+    messages several times per call, and digesting a 150k-token conversation again each time is
     what a warm request would otherwise spend its time on. The edge may fill it first
     (`remember`) while deciding where to run the pipeline, and pass it in as the counter.
     When the inner counter can say how it keys a message (`message_key`), the key is kept
     too: chained, the keys name each prefix of the conversation for stage 2's replay memo.
+    Texts keyed here (`text_key`: the long tool results stage 1 looks up) are digested once
+    per request, and their counts looked up with that key.
     """
 
     def __init__(self, inner: Counter):
         self.inner = inner
         self.exact = inner.exact
-        self.count_text = inner.count_text
         # The encoding's name, in memo keys: a compaction fitted with one encoding's counts is
         # not the one another encoding needs.
         self.name: str = getattr(inner, "name", "")
-        self._key: Callable[[Message], int] | None = getattr(inner, "message_key", None)
-        self._seen: dict[int, tuple[Message, int, int | None]] = {}
+        self._key: Callable[..., bytes] | None = getattr(inner, "message_key", None)
+        inner_text_key = getattr(inner, "text_key", None)
+        self._text_key: Callable[[str], bytes] = inner_text_key or keys.text_key
+        self._keyed_counts = inner_text_key is not None  # count_text takes the key
+        self._seen: dict[int, tuple[Message, int, bytes | None]] = {}
+        self._texts: dict[int, tuple[str, bytes]] = {}
+
+    def count_text(self, text: str) -> int:
+        hit = self._texts.get(id(text))
+        if hit is not None and hit[0] is text and self._keyed_counts:
+            return self.inner.count_text(text, hit[1])  # type: ignore[call-arg]
+        return self.inner.count_text(text)
+
+    def text_key(self, text: str) -> bytes:
+        """The text's content key, the one the inner counter files its count under."""
+        hit = self._texts.get(id(text))
+        if hit is not None and hit[0] is text:
+            return hit[1]
+        key = self._text_key(text)
+        self._texts[id(text)] = (text, key)  # holding the text keeps its id unique
+        return key
 
     def count_message(self, message: Message) -> int:
         hit = self._seen.get(id(message))
@@ -162,7 +181,7 @@ class CallCounter:
         if self._key is None:
             key, n = None, self.inner.count_message(message)
         else:
-            key = self._key(message)
+            key = self._key(message, self.text_key)
             n = self.inner.count_message(message, key)  # type: ignore[call-arg]
         self._seen[id(message)] = (message, n, key)  # holding the message keeps its id unique
         return n
@@ -176,15 +195,15 @@ class CallCounter:
             n += hit[1] if hit is not None and hit[0] is m else self.count_message(m)
         return n
 
-    def remember(self, message: Message, n: int, key: int | None = None) -> None:
+    def remember(self, message: Message, n: int, key: bytes | None = None) -> None:
         self._seen[id(message)] = (message, n, key)
 
-    def key_of(self, message: Message) -> int | None:
+    def key_of(self, message: Message) -> bytes | None:
         """The message's cache key (None when the inner counter has none)."""
         hit = self._seen.get(id(message))
         if hit is not None and hit[0] is message and hit[2] is not None:
             return hit[2]
-        return None if self._key is None else self._key(message)
+        return None if self._key is None else self._key(message, self.text_key)
 
 
 def _total(messages: list[Message], counter: CallCounter, fixed: int) -> int:
@@ -258,9 +277,9 @@ def _compact_parts(
     return (new_parts if changed else None), before, after
 
 
-def compact_key(text: str, limit: int, encoding: str) -> Hashable:
+def compact_key(text: str, limit: int, counter: CallCounter) -> Hashable:
     """The stage-1 memo's key for a tool text (the edge looks it up to tell warm from cold)."""
-    return ("tool", encoding, len(text), hash(text), limit)
+    return ("tool", counter.name, counter.text_key(text), limit)
 
 
 def _compact(
@@ -271,7 +290,7 @@ def _compact(
         return None
     if memo is None:
         return compact_text(text, limit, counter.count_text)
-    key = compact_key(text, limit, counter.name)
+    key = compact_key(text, limit, counter)
     try:
         return memo[key]
     except KeyError:
@@ -282,13 +301,11 @@ def _compact(
 def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     """Stages 2 and 3: drop old history at a sticky cut; last resort, cut the newest turn."""
     counter, report = ctx.counter, ctx.report
-    note = None
+    chain = keys.prefixes(messages, counter.key_of) if ctx.memo is not None else None
+    notes = None
     if ctx.facts_in_cut and ctx.facts_tokens > 0:
-        p = pinned_count(messages)
-
-        def note(k: int) -> str:
-            return _facts_text(messages[p:k], ctx)
-
+        notes = _notes(messages, pinned_count(messages), ctx, chain)
+    note = notes.text if notes is not None else None
     result = trim_history(
         messages,
         ctx.room,
@@ -297,11 +314,14 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         count_text=counter.count_text,
         note=note,
         grid_budget=ctx.grid_room,
-        key_of=getattr(counter, "key_of", None),
+        key_of=counter.key_of,
         memo=ctx.memo,
         # Everything a replay depends on besides the messages themselves.
         seed=(counter.name, ctx.room, ctx.policy, note is not None, ctx.facts_tokens),
+        chain=chain,
     )
+    if notes is not None:
+        notes.save()
     if result is None:
         return messages
     if result.note:
@@ -346,35 +366,21 @@ def facts_room(policy: Policy, window: int) -> int:
     return max(min(policy.facts_tokens, window // policy.facts_window_share), 0)
 
 
-def _facts_text(span: list[Message], ctx: _Context) -> str:
-    """The dropped span's key lines, verbatim, as listed under the marker ("" when none fit).
-
-    Deterministic in the span alone, so the marker is as stable as the cut; a summary later
-    replaces marker and list together."""
-    budget = ctx.facts_tokens
-    if not span or budget <= 0:
-        return ""
-    span_key = _span_key(span, ctx.counter) if ctx.memo is not None else None
-    # Stage 2 weighs each candidate cut with its list, every turn: a warm request finds the
-    # text here instead of counting forty short facts once per candidate.
-    key = ("facts-text", ctx.counter.name, span_key, budget)
-    if span_key is not None and ctx.memo is not None:
-        try:
-            return ctx.memo[key]  # type: ignore[no-any-return]
-        except KeyError:
-            pass
-    bullets: list[str] = []
-    used = ctx.counter.count_text(FACTS_INTRO)
-    for fact in _span_facts(span, ctx.memo, span_key):
-        cost = ctx.counter.count_text(fact) + 2
-        if used + cost > budget:
-            continue
-        bullets.append(f"- {fact}")
-        used += cost
-    text = f"{FACTS_INTRO}\n" + "\n".join(bullets) if bullets else ""
-    if span_key is not None and ctx.memo is not None:
-        ctx.memo[key] = text
-    return text
+def _notes(
+    messages: list[Message], start: int, ctx: _Context, chain: list[bytes] | None = None
+) -> Notes:
+    """The facts listed under the marker of each cut of messages[start:]."""
+    counter = ctx.counter
+    return Notes(
+        messages,
+        start,
+        counter.count_text,
+        ctx.facts_tokens,
+        name=counter.name,
+        key_of=counter.key_of,
+        memo=ctx.memo,
+        chain=chain,
+    )
 
 
 def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
@@ -383,7 +389,9 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
     i = ctx.marker_index
     if i is None or ctx.facts_in_cut:
         return messages
-    text = _facts_text(ctx.span, ctx)
+    notes = _notes(ctx.span, 0, ctx)
+    text = notes.text(len(ctx.span))
+    notes.save()  # a deeper cut next turn reads only the messages it adds
     if not text:
         return messages
     marker = messages[i]
@@ -391,37 +399,6 @@ def _facts(messages: list[Message], ctx: _Context) -> list[Message]:
     out[i] = {**marker, "content": f"{marker['content']}\n{text}"}
     ctx.report.count("facts", text.count("\n- "))
     return out
-
-
-def _span_key(span: list[Message], counter: Any = None) -> Hashable | None:
-    """The span's content as a memo key; None past orjson's nesting limit (the wire allows
-    256 levels). From the counter's message keys when it has them (every message of the span
-    was counted already): hashing those ints costs nothing next to serialising the span."""
-    key_of = getattr(counter, "key_of", None)
-    if key_of is not None:
-        keys = [key_of(m) for m in span]
-        if None not in keys:
-            return "keys", len(keys), hash(tuple(keys))
-    try:
-        data = orjson.dumps(span, option=orjson.OPT_NON_STR_KEYS, default=repr)
-    except TypeError:
-        return None
-    return len(data), hash(data)
-
-
-def _span_facts(
-    span: list[Message], memo: CompactMemo | None, span_key: Hashable | None
-) -> list[str]:
-    """extract_facts, memoized by the span's content: the sticky cut resends the same span."""
-    if memo is None or span_key is None:
-        return extract_facts(span)
-    key = ("facts", span_key)
-    try:
-        return memo[key]  # type: ignore[return-value]
-    except KeyError:
-        facts = extract_facts(span)
-        memo[key] = facts  # type: ignore[assignment]
-        return facts
 
 
 def _off(messages: list[Message], ctx: _Context) -> list[Message]:

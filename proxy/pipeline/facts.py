@@ -16,7 +16,9 @@ versions are looked for only in the words holding what each match must (a "/", a
 digit-dot-digit), URLs in the lines holding "://"; the other patterns start with characters the
 regex engine skips to in C. A message's categories are read lazily: extract_facts takes a few
 facts of each. The facts picked are exactly those of the plain line-by-line scan
-(tests/pipeline/test_facts_fast.py).
+(tests/pipeline/test_facts_fast.py). What a pick reads of each message (`message_facts`) is
+combined per span by `proxy.pipeline.span_facts`, so stage 2, which weighs many spans of one
+history, reads each message once.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from proxy.pipeline.compact.scoring import shape
 from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.outcomes import error_lines, last_verdict, status_line
 from proxy.pipeline.scan import find_in, lines_with, words_with
+from proxy.pipeline.span_facts import MessageFacts, Quotas, Selection, SpanFacts
 from proxy.pipeline.types import Message
 
 MAX_FACTS = 40
@@ -345,47 +348,43 @@ def _first_unique(facts: Iterable[str], count: int, partial: set[str] | None = N
     return list(unique)[:count] if count < 0 else list(unique)
 
 
-def _select(
-    span: list[Message], limit: int, quotas: dict[str, tuple[int, int]]
-) -> tuple[list[str], dict[str, int], set[str]]:
+def message_facts(message: Any, quotas: Quotas = CATEGORIES) -> MessageFacts | None:
+    """What a span's pick reads of one message: per category, its first `per_msg` distinct facts
+    (clipped) and which of them are partial lines; None for junk. Read once per message, it
+    serves the pick of every span that holds the message (proxy.pipeline.span_facts)."""
+    if not isinstance(message, dict):
+        return None
+    found = _facts(message)
+    out: dict[str, tuple[list[str], set[str]]] = {}
+    for category, (_, per_msg) in quotas.items():
+        partial: set[str] = set()
+        out[category] = (_first_unique(found[category], per_msg, partial), partial)
+    return out
+
+
+def _select(span: list[Message], limit: int, quotas: Quotas) -> Selection:
     """The facts of `span` by category priority then first sight, as extract_facts picks them;
     with the category rank each was taken under (plus len(quotas) in the second round) and the
-    facts that are partial lines."""
-    per_message = [_facts(m) for m in span if isinstance(m, dict)]
-    kept: list[str] = []
-    seen: set[str] = set()
-    ranks: dict[str, int] = {}  # each fact's category rank; past len(quotas): second round
-    partial: set[str] = set()
+    kept facts that are partial lines."""
+    state = SpanFacts(quotas, limit)
+    for message in span:
+        state.add(message_facts(message, quotas))
+    return state.select(state.length)
 
-    def take(fact: str, rank: int) -> bool:
-        if not fact or fact in seen:
-            return False
-        seen.add(fact)
-        ranks[fact] = rank
-        if any(fact in k for k in kept):
-            return False
-        kept[:] = [k for k in kept if k not in fact]
-        kept.append(fact)
-        return True
 
-    leftovers: list[tuple[int, str]] = []  # (category rank, fact) for the second round
-    for rank, (category, (quota, per_msg)) in enumerate(quotas.items()):
-        taken = 0
-        for found in per_message:
-            for fact in _first_unique(found[category], per_msg, partial):
-                if taken < quota and len(kept) < limit:
-                    taken += take(fact, rank)
-                else:
-                    leftovers.append((rank, fact))
-    for rank, fact in sorted(leftovers, key=lambda item: item[0]):  # stable: first-seen order
-        if len(kept) >= limit:
-            break
-        take(fact, rank + len(quotas))
-    return kept, ranks, partial
+def ordered(selection: Selection, quotas: Quotas = CATEGORIES) -> list[str]:
+    """The picked facts in the order they are listed: see extract_facts."""
+    kept, ranks, partial, any_partial = selection
+    if not any_partial:
+        return kept
+    # (round, whole lines or names, partial): the rounds and the kinds keep their order.
+    groups = [(0, c not in LINE_CATEGORIES) for c in quotas]
+    groups += [(1, c not in LINE_CATEGORIES) for c in quotas]
+    return sorted(kept, key=lambda f: (*groups[ranks[f]], f in partial))
 
 
 def extract_facts(
-    span: list[Message], *, limit: int = MAX_FACTS, quotas: dict[str, tuple[int, int]] | None = None
+    span: list[Message], *, limit: int = MAX_FACTS, quotas: Quotas | None = None
 ) -> list[str]:
     """The facts of `span`, deduplicated, at most `limit`, by category priority then first sight.
 
@@ -398,13 +397,7 @@ def extract_facts(
     only part of what it says, where the same room holds two or three whole verdicts.
     """
     quotas = CATEGORIES if quotas is None else quotas
-    kept, ranks, partial = _select(span, limit, quotas)
-    if not partial:
-        return kept
-    # (round, whole lines or names, partial): the rounds and the kinds keep their order.
-    groups = [(0, c not in LINE_CATEGORIES) for c in quotas]
-    groups += [(1, c not in LINE_CATEGORIES) for c in quotas]
-    return sorted(kept, key=lambda f: (*groups[ranks[f]], f in partial))
+    return ordered(_select(span, limit, quotas), quotas)
 
 
 def missing_facts(summary: str, facts: list[str]) -> list[str]:

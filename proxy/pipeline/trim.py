@@ -1,4 +1,4 @@
-"""History trimming (stage 2) with a sticky cut, and the last resort (stage 3).
+"""History trimming (stage 2) with a sticky cut, then the last resort (stage 3, its own module).
 
 Agents resend the whole history every turn and backends reuse a cached prefix only when a request
 starts with exactly the same tokens as the previous one. So the cut must not move every turn, and
@@ -10,24 +10,30 @@ so every later turn arrives at the same cut until the kept tail has grown by abo
 the budget. The cut's marker may list key lines of the span it drops (`note`); the marker is
 weighed with them, so the list costs exactly its size and never changes while the cut holds.
 When the replayed cut cannot fit (the newest messages alone are too big), candidate cuts where
-the running token sum crosses multiples of a step (a sticky grid) are tried, then stage 3.
+the running token sum crosses multiples of a step (a sticky grid) are tried. None drops any of
+the newest `keep_last` messages: when no cut fits without, those messages stay and their largest
+texts are cut head+tail (stage 3, proxy.pipeline.last_resort); only when even that cannot fit are
+cuts among them tried, then stage 3 on the newest turn alone.
 
 Pure: no I/O, inputs are never mutated, unchanged messages are returned as the same dict objects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, MutableMapping
+from collections.abc import Callable, Hashable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.pipeline import keys
+from proxy.pipeline.last_resort import last_resort
+from proxy.pipeline.last_resort import shrink_text_head_tail as shrink_text_head_tail
 from proxy.pipeline.types import Message, Policy
 from proxy.pipeline.units import group_units, pinned_count, role_of
 
 CountMessage = Callable[[Message], int]
 CountText = Callable[[str], int]
 Note = Callable[[int], str]
-KeyOf = Callable[[Message], int | None]
+KeyOf = Callable[[Message], bytes | None]
 
 
 @dataclass(frozen=True)
@@ -85,9 +91,11 @@ def _grid(sums: list[int], step: int) -> list[int]:
     return points
 
 
-def _candidates(starts: list[int], sums: list[int], step: int, limit: int) -> list[int]:
+def _candidates(
+    starts: list[int], sums: list[int], step: int, limit: int
+) -> tuple[list[int], list[int]]:
     """Unit indices to try, best first: the sticky grid, then finer grids, then the rest within
-    `limit`; then everything beyond it.
+    `limit`; and apart, the units beyond it (cuts that drop some of the newest messages).
 
     starts[b] is the message index where unit b begins; sums[b] the history tokens before it.
     Unit 0 (no cut) is never a candidate and the last unit is always kept. When no point of the
@@ -106,7 +114,7 @@ def _candidates(starts: list[int], sums: list[int], step: int, limit: int) -> li
         level = max(1, level // 2)
     rest = range(1, len(starts))
     order += [b for b in rest if b not in seen and starts[b] <= limit]
-    return order + [b for b in rest if starts[b] > limit]
+    return order, [b for b in rest if starts[b] > limit]
 
 
 def _replay_cut(
@@ -141,42 +149,46 @@ def _replay_cut(
         return weigh(b, with_note)[0] - (total_all - prefix[n])
 
     start, cut = resume
+    # kept(b, n, x) only grows with n: a unit that fails a test at n fails it at every later n.
+    # So each scan skips the units it has already seen fail since the cut last moved, and each
+    # unit is tried O(1) times in all: units cut+1..forward failed the first test, units
+    # cut+1..backward the fallback's. `last`: the deepest unit the newest `keep` allow.
+    last = forward = backward = cut
     for n in range(max(p + 1, start + 1), length + 1):
+        while last + 1 < len(starts) and starts[last + 1] <= n - keep:
+            last += 1
         if kept(cut, n, noted) <= budget:
             continue
-        allowed = [b for b in range(cut + 1, len(starts)) if starts[b] <= n - keep]
         best = None
-        for b in allowed:
+        for b in range(max(forward, cut) + 1, last + 1):
             if kept(b, n, False) <= target and kept(b, n, noted) <= target:
                 best = b
                 break
+            forward = b
         if best is None:
-            best = next((b for b in reversed(allowed) if kept(b, n, noted) <= budget), None)
+            # The deepest allowed unit that fits the budget, scanning from the deepest down.
+            best = next(
+                (b for b in range(last, max(backward, cut), -1) if kept(b, n, noted) <= budget),
+                None,
+            )
+            backward = last
         if best is not None:
             cut = best
+            forward, backward = max(forward, cut), max(backward, cut)
     return cut
 
 
-def _prefix_keys(messages: list[Message], key_of: KeyOf, seed: Hashable) -> list[int] | None:
-    """chain[n]: one hash of `seed` and the keys of messages[:n]; None if a message has no key."""
-    h = hash(("replay", seed))
-    chain = [h]
-    for m in messages:
-        k = key_of(m)
-        if k is None:
-            return None
-        h = hash((h, k))
-        chain.append(h)
-    return chain
-
-
 def _resume(
-    chain: list[int], memo: MutableMapping[Hashable, Any], starts: list[int], p: int
+    chain: Sequence[bytes],
+    seed: bytes,
+    memo: MutableMapping[Hashable, Any],
+    starts: list[int],
+    p: int,
 ) -> tuple[int, int]:
     """(n, unit) for the longest prefix whose replay is remembered; (0, 0) for none."""
     unit_at = None
     for n in range(len(chain) - 1, p, -1):
-        key = ("replay", chain[n])
+        key = ("replay", seed, chain[n])
         if key not in memo:
             continue
         try:
@@ -205,6 +217,7 @@ def trim_history(
     key_of: KeyOf | None = None,
     memo: MutableMapping[Hashable, Any] | None = None,
     seed: Hashable = None,
+    chain: Sequence[bytes] | None = None,
 ) -> TrimResult | None:
     """Drop the oldest history at a sticky cut so the messages fit `budget`; None if they fit.
 
@@ -219,7 +232,8 @@ def trim_history(
     With `memo` and `key_of` (a message's content key), where each prefix's replay ended is
     remembered under a chain of the message keys and `seed` (which must name everything else a
     replay depends on: budget, policy, counter, note): the next turn, which resends the same
-    prefix, replays only its new messages.
+    prefix, replays only its new messages. `chain` (keys.prefixes of `messages`), when the
+    caller has it, saves building it from `key_of`.
     """
     counts = [count(m) for m in messages]
     total = sum(counts)
@@ -239,8 +253,15 @@ def trim_history(
     for i, m in enumerate(messages):
         user_before.append(i if role_of(m) == "user" and i >= p else user_before[-1])
 
+    planned: dict[int, tuple[int, int, int | None, Message | None, int]] = {}
+
     def plan(b: int) -> tuple[int, int, int | None, Message | None, int]:
         """A cut at unit b: dropped messages and tokens, carried user, marker, kept tokens."""
+        if b not in planned:
+            planned[b] = _plan(b)
+        return planned[b]
+
+    def _plan(b: int) -> tuple[int, int, int | None, Message | None, int]:
         k = starts[b]
         # Some chat templates need a user message first, and the latest one must never go.
         carried = user_before[k] if role_of(messages[k]) != "user" else None
@@ -279,190 +300,80 @@ def trim_history(
     limit = len(messages) - max(policy.keep_last, 0)
     # The replayed cut fits by construction; the grid is the fallback (e.g. when the newest
     # messages alone outgrow the budget).
-    chain = _prefix_keys(messages, key_of, seed) if memo is not None and key_of else None
-    resume = _resume(chain, memo, starts, p) if chain is not None and memo is not None else (0, 0)
+    if chain is None and memo is not None and key_of is not None:
+        chain = keys.prefixes(messages, key_of)
+    # A replay also depends on everything `seed` names: its repr (a tuple of names, numbers and
+    # the frozen Policy) is digested once.
+    seed_key = keys.digest(b"replay", repr(seed).encode())
+    resume = (0, 0)
+    if chain is not None and memo is not None:
+        resume = _resume(chain, seed_key, memo, starts, p)
     cut_unit = _replay_cut(
         len(messages), prefix, p, starts, budget, policy, weigh, note is not None, resume
     )
     if chain is not None and memo is not None and resume[0] < len(messages):
-        memo[("replay", chain[-1])] = starts[cut_unit] if cut_unit else 0
+        memo[("replay", seed_key, chain[-1])] = starts[cut_unit] if cut_unit else 0
     replayed = cut_unit or None
-    candidates = _candidates(starts, sums, step, limit)
-    if replayed is not None:
-        candidates = [replayed, *candidates]
-    for noted in (True, False) if note is not None else (False,):
-        for b in candidates:
-            n_dropped, t_dropped, carried, marker, tokens = plan(b)
-            if tokens > budget:
-                continue  # a note only adds: no need to make one
-            tokens, marker, text = weigh(b, noted)
-            if tokens > budget:
-                continue
-            out = assemble(starts[b], carried, marker)
-            return TrimResult(
-                out, n_dropped, t_dropped, starts[b], carried, True, total, tokens, note=text
-            )
+    within, beyond = _candidates(starts, sums, step, limit) if replayed is None else ([], [])
+    built = replayed is None
 
-    # Stage 3: the smallest kept set still does not fit. Cut at the last unit unless the marker
-    # would cost more than what it replaces (then nothing is dropped), and shrink the largest texts.
-    n_dropped, t_dropped, carried, marker, cut = 0, 0, None, None, p
-    if len(units) > 1 and plan(len(units) - 1)[4] < total:
-        n_dropped, t_dropped, carried, marker, _ = plan(len(units) - 1)
-        cut = starts[-1]
-    out = assemble(cut, carried, marker)
-    origin = list(range(p)) + ([-1] if marker else []) + ([carried] if carried is not None else [])
-    origin += list(range(cut, len(messages)))
-    # Pinned system/developer messages and the latest user message are never altered: what the
-    # client said must arrive verbatim or not at all (then the caller refuses with a 400).
-    protect = {i for i, o in enumerate(origin) if o == latest_user or o == -1 or 0 <= o < p}
-    counter = count_text or (lambda text: count({"role": "user", "content": text}))
-    out, changes, fits = last_resort(out, budget, count, counter, protect=protect)
-    shrunk = tuple(Shrunk(origin[i], before, after) for i, before, after in changes)
-    tokens = sum(count(m) for m in out)
-    return TrimResult(out, n_dropped, t_dropped, cut, carried, fits, total, tokens, shrunk)
+    def cuts(newest: bool) -> Iterator[int]:
+        """The replayed cut, then the grid's within `limit` (built only when the replayed cut
+        does not fit); or (newest) the cuts that drop some of the newest messages."""
+        nonlocal within, beyond, built
+        if replayed is not None and not newest:
+            yield replayed
+        if not built:
+            within, beyond = _candidates(starts, sums, step, limit)
+            built = True
+        yield from beyond if newest else within
 
+    def first_fit(newest: bool) -> TrimResult | None:
+        for noted in (True, False) if note is not None else (False,):
+            for b in cuts(newest):
+                n_dropped, t_dropped, carried, marker, tokens = plan(b)
+                if tokens > budget:
+                    continue  # a note only adds: no need to make one
+                tokens, marker, text = weigh(b, noted)
+                if tokens > budget:
+                    continue
+                out = assemble(starts[b], carried, marker)
+                return TrimResult(
+                    out, n_dropped, t_dropped, starts[b], carried, True, total, tokens, note=text
+                )
+        return None
 
-def _texts(message: Message) -> list[tuple[int | None, str]]:
-    """Shrinkable text slots of a message: (None, content) or (part index, part text)."""
-    if not isinstance(message, dict):
-        return []
-    content = message.get("content")
-    if isinstance(content, str):
-        return [(None, content)]
-    if isinstance(content, list):
-        return [
-            (j, part["text"])
-            for j, part in enumerate(content)
-            if isinstance(part, dict)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-        ]
-    return []
+    def shrunk_at(b: int) -> TrimResult:
+        """Stage 3 at unit b: cut there unless the marker would cost more than what it
+        replaces (then nothing is dropped), and shrink the largest texts kept."""
+        n_dropped, t_dropped, carried, marker, cut = 0, 0, None, None, p
+        if b > 0 and plan(b)[4] < total:
+            n_dropped, t_dropped, carried, marker, _ = plan(b)
+            cut = starts[b]
+        out = assemble(cut, carried, marker)
+        origin = list(range(p)) + ([-1] if marker else [])
+        origin += ([carried] if carried is not None else []) + list(range(cut, len(messages)))
+        # Pinned system/developer messages and the latest user message are never altered: what
+        # the client said must arrive verbatim or not at all (then the caller refuses: 400).
+        protect = {i for i, o in enumerate(origin) if o == latest_user or o == -1 or 0 <= o < p}
+        counter = count_text or (lambda text: count({"role": "user", "content": text}))
+        out, changes, fits = last_resort(out, budget, count, counter, protect=protect)
+        shrunk = tuple(Shrunk(origin[i], before, after) for i, before, after in changes)
+        tokens = sum(count(m) for m in out)
+        return TrimResult(out, n_dropped, t_dropped, cut, carried, fits, total, tokens, shrunk)
 
-
-def _with_text(message: Message, slot: int | None, text: str) -> Message:
-    """A copy of `message` with one text slot replaced; the input dicts are never touched."""
-    if slot is None:
-        return {**message, "content": text}
-    parts = list(message["content"])
-    parts[slot] = {**parts[slot], "text": text}
-    return {**message, "content": parts}
-
-
-def last_resort(
-    messages: list[Message],
-    budget: int,
-    count: CountMessage,
-    count_text: CountText,
-    *,
-    protect: Collection[int] = (),
-) -> tuple[list[Message], list[tuple[int, int, int]], bool]:
-    """Stage 3: cut the largest texts head+tail, largest first, until the messages fit `budget`.
-
-    Texts are levelled ("water-filling"): every text above a common level is cut to that level,
-    so a long system prompt and a long tool result share the loss instead of one vanishing.
-    Each attempt cuts the original texts (never a cut of a cut) and lowers the level by what is
-    still over. Positions in `protect` (the latest user message, the marker) are never altered;
-    tool-call arguments are never touched. Returns (messages, [(position, before, after)], fits).
-    """
-    counts = [count(m) for m in messages]
-    slots = [
-        (i, j, text, count_text(text))
-        for i, m in enumerate(messages)
-        if i not in protect
-        for j, text in _texts(m)
-    ]
-    sizes = sorted((t for *_, t in slots), reverse=True)
-    affected = sum(counts[i] for i in {i for i, *_ in slots})
-    # Message counts include JSON escaping and overhead; convert the excess into text tokens.
-    ratio = min(1.0, sum(sizes) / affected) if affected else 1.0
-    out, new_counts = list(messages), list(counts)
-    cut = (sum(counts) - budget) * ratio
-    for _ in range(8):
-        if sum(new_counts) <= budget or not slots:
-            break
-        level = _level(sizes, int(cut) + 1)
-        out, new_counts = list(messages), list(counts)
-        for i, j, text, tokens in slots:
-            if tokens > level:
-                out[i] = _with_text(out[i], j, shrink_text_head_tail(text, level, count_text))
-        for i in {i for i, *_ in slots}:
-            if out[i] is not messages[i]:
-                new_counts[i] = count(out[i])
-                if new_counts[i] >= counts[i]:  # never grow a message
-                    out[i], new_counts[i] = messages[i], counts[i]
-        if level == 0:
-            break
-        cut += max(sum(new_counts) - budget, 0) * ratio + 1
-    changes = [(i, counts[i], new_counts[i]) for i in range(len(out)) if out[i] is not messages[i]]
-    return out, changes, sum(new_counts) <= budget
-
-
-def _level(sizes: list[int], excess: int) -> int:
-    """The largest level L with sum(max(0, s - L)) >= excess over sizes sorted descending."""
-    removed = 0
-    for n, size in enumerate(sizes, start=1):
-        below = sizes[n] if n < len(sizes) else 0
-        # Lowering the top n sizes from `size` to `below` removes n * (size - below) more.
-        if removed + n * (size - below) >= excess:
-            return max(0, size - (excess - removed + n - 1) // n)
-        removed += n * (size - below)
-    return 0
-
-
-def _omitted(n: int, noun: str, tokens: int) -> str:
-    """Same words as stage 1's markers (`proxy.pipeline.compact.markers`), so both read alike."""
-    plural = "" if n == 1 else "s"
-    tok = "token" if tokens == 1 else "tokens"
-    return f"[... {n:,} {noun}{plural} ({tokens:,} {tok}) omitted by shrink-proxy ...]"
-
-
-def shrink_text_head_tail(text: str, max_tokens: int, count_text: CountText) -> str:
-    """Keep the head and tail of `text` within `max_tokens`, with a marker for the middle.
-
-    Cuts at line boundaries (the head of tool output says what ran, the tail how it ended); a
-    text whose lines are too long to keep even one is cut at character boundaries instead.
-    Returns `text` itself when it already fits, and just the marker when nothing else does.
-    The whole text is counted once: the omitted count is the whole minus the kept ends.
-    """
-    full = count_text(text)
-    if full <= max_tokens:
-        return text
-    lines = text.splitlines(keepends=True)
-
-    def join(head: str, tail: str, n: int, noun: str) -> str:
-        omitted = max(0, full - count_text(head) - count_text(tail))
-        sep = "" if not head or head.endswith("\n") else "\n"
-        return head + sep + _omitted(n, noun, omitted) + ("\n" + tail if tail else "")
-
-    def by_lines(n: int) -> str:
-        head, tail = lines[: n - n // 2], lines[len(lines) - n // 2 :] if n // 2 else []
-        return join("".join(head), "".join(tail), len(lines) - n, "line")
-
-    def by_chars(n: int) -> str:
-        head, tail = text[: n - n // 2], text[len(text) - n // 2 :] if n // 2 else ""
-        return join(head, tail, len(text) - n, "char")
-
-    best = (
-        _largest_fit(by_lines, len(lines) - 1, max_tokens, count_text) if len(lines) > 1 else None
-    )
-    if best is None or count_text(best) < max_tokens // 2:
-        chars = _largest_fit(by_chars, len(text) - 1, max_tokens, count_text)
-        if chars is not None and (best is None or len(chars) > len(best)):
-            best = chars
-    return best if best is not None else by_chars(0)
-
-
-def _largest_fit(
-    render: Callable[[int], str], high: int, max_tokens: int, count_text: CountText
-) -> str | None:
-    """render(n) for the largest n in [1, high] that fits `max_tokens` (binary search), or None."""
-    low, found = 1, None
-    while low <= high:
-        mid = (low + high) // 2
-        candidate = render(mid)
-        if count_text(candidate) <= max_tokens:
-            found, low = candidate, mid + 1
-        else:
-            high = mid - 1
-    return found
+    found = first_fit(newest=False)
+    if found is not None:
+        return found
+    # The newest `keep_last` messages alone do not fit (with what must come with them): they
+    # stay, and the largest texts kept are cut head+tail, the deepest cut within `limit` having
+    # dropped all the older history it may. Only when even that cannot fit does a cut drop
+    # some of them, and then the last resort cuts at the last unit.
+    last = len(units) - 1
+    deepest = max((b for b in within if b), default=0)
+    if deepest < last:
+        kept = shrunk_at(deepest)
+        if kept.fits:
+            return kept
+    found = first_fit(newest=True)
+    return found if found is not None else shrunk_at(last)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import random
 import re
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from proxy.pipeline import trim
 from proxy.pipeline.trim import (
     TrimResult,
     last_resort,
@@ -154,7 +157,7 @@ def test_sticky_cut_does_not_move_while_the_tail_fits() -> None:
 def test_stage3_shrinks_the_largest_message_but_never_the_latest_user() -> None:
     u = user(300, "q")
     messages = [sys(400), user(10), asst(20), u, asst(0, "a"), tool("a", 3000)]
-    r = trim_history(messages, 1500, count, Policy(), count_text=count_text)
+    r = trim_history(messages, 1500, count, Policy(keep_last=2), count_text=count_text)
     assert r is not None and r.fits and total(r.messages) <= 1500
     assert r.messages[2] is u and r.carried_user == 3 and r.cut == 4
     # only the largest text had to shrink: it stays larger than the system prompt
@@ -162,6 +165,39 @@ def test_stage3_shrinks_the_largest_message_but_never_the_latest_user() -> None:
     assert "omitted by shrink-proxy" in r.messages[4]["content"]
     assert [s.index for s in r.shrunk] == [5] and r.shrunk[0].tokens_after > count(messages[0])
     assert messages[5]["content"] == text(3000, "t")  # the input is untouched
+
+
+def test_keep_last_messages_stay_and_their_largest_texts_are_cut_first() -> None:
+    """Issue 20: [system, a document, the reply, a question] dropped the document and the reply
+    (both among the newest `keep_last`) rather than cut the document head+tail."""
+    doc, reply, question = user(28_000, "d"), asst(60), user(20, "q")
+    messages = [sys(100), doc, reply, question]
+    r = trim_history(messages, 8000, count, Policy(keep_last=4), count_text=count_text)
+    assert r is not None and r.fits and not r.dropped_messages and r.tokens_after <= 8000
+    assert [s.index for s in r.shrunk] == [1] and r.tokens_after > 7000  # only the document
+    assert r.messages[0] is messages[0] and r.messages[2:] == [reply, question]
+    assert r.messages[2] is reply and r.messages[3] is question
+    content = r.messages[1]["content"]
+    assert content.startswith("d0000 ") and content.endswith("d2799 " + "." * 34 + "\n")
+    assert "omitted by shrink-proxy" in content
+    # Older history than the newest four still goes first, whole, before any text is cut.
+    older = [sys(100), user(3000, "o"), asst(3000), doc, reply, question]
+    r = trim_history(older, 8000, count, Policy(keep_last=3), count_text=count_text)
+    assert r is not None and r.fits and r.cut == 3 and r.dropped_messages == 2
+    assert [s.index for s in r.shrunk] == [3] and r.messages[-2:] == [reply, question]
+
+
+def test_keep_last_messages_are_dropped_only_when_keeping_them_cannot_fit() -> None:
+    # Tool-call arguments are never cut: the newest four alone cannot fit, so as before.
+    call = asst(0, "a")
+    call["tool_calls"][0]["function"]["arguments"] = "{" + '"x": 1, ' * 4000 + "}"
+    messages = [sys(100), user(50), call, tool("a", 50), asst(20), user(20, "q")]
+    r = trim_history(messages, 1000, count, Policy(keep_last=4), count_text=count_text)
+    assert r is not None and r.fits and r.cut == 4 and r.messages[-2:] == messages[-2:]
+    # The latest user message alone too big: it is never cut, and nothing fits.
+    big = [sys(100), user(50), asst(50), user(4000, "q")]
+    r = trim_history(big, 1000, count, Policy(keep_last=4), count_text=count_text)
+    assert r is not None and not r.fits and r.messages[-1] is big[-1]
 
 
 def test_stage3_one_huge_result_is_cut_to_just_under_the_budget() -> None:
@@ -282,12 +318,15 @@ def present_ids(messages: list[Any]) -> tuple[set[str], set[str]]:
 
 
 def minimal_fits(messages: list[Any], budget: int, policy: Policy) -> bool:
-    """Whether the smallest kept set of stage 2 (cut at the last unit) fits: a reference model."""
+    """Whether the smallest kept set of stage 2 that keeps the newest `keep_last` messages (cut
+    at the deepest unit that keeps them) fits: a reference model."""
     p = pinned_count(messages)
     units = group_units(messages, p)
-    if len(units) < 2:
+    limit = len(messages) - policy.keep_last
+    within = [b for b, (begin, _) in enumerate(units) if b and begin <= limit]
+    if not within:
         return total(messages) <= budget
-    k = units[-1][0]
+    k = units[within[-1]][0]
     users = [i for i in range(p, k) if messages[i]["role"] == "user"]
     carried = users[-1] if users and messages[k]["role"] != "user" else None
     kept = messages[:p] + ([messages[carried]] if carried is not None else []) + messages[k:]
@@ -402,8 +441,8 @@ def test_replay_moves_about_once_per_step(step: float) -> None:
     assert greedy["moves"] > 2 * stats["moves"]
 
 
-def content_key(m: Any) -> int:
-    return hash(json.dumps(m, sort_keys=True))
+def content_key(m: Any) -> bytes:
+    return hashlib.sha256(json.dumps(m, sort_keys=True).encode()).digest()
 
 
 @pytest.mark.parametrize(("seed", "budget"), [(3, 2500), (7, 4000), (11, 1200)])
@@ -495,3 +534,118 @@ def test_junk_never_raises() -> None:
     messages = [sys(), "junk", None, {"content": None}, tool("zz", 300), user(300), 7, asst(300)]
     r = trim_history(messages, 200, count, Policy(keep_last=1), count_text=count_text)
     assert r is not None and r.messages[0] is messages[0] and messages[5] in r.messages
+
+
+# --- cost: linear in the number of messages -------------------------------------------------------
+
+
+def replay_cut_reference(
+    length: int,
+    prefix: list[int],
+    p: int,
+    starts: list[int],
+    budget: int,
+    policy: Policy,
+    weigh: Any,
+    noted: bool,
+    resume: tuple[int, int] = (0, 0),
+) -> int:
+    """The replay as first written: every allowed unit tried again at every prefix."""
+    total_all = prefix[-1]
+    target = budget - int(policy.trim_step * budget)
+    keep = max(policy.keep_last, 0)
+
+    def kept(b: int, n: int, with_note: bool) -> int:
+        if b == 0:
+            return prefix[n]
+        return int(weigh(b, with_note)[0] - (total_all - prefix[n]))
+
+    start, cut = resume
+    for n in range(max(p + 1, start + 1), length + 1):
+        if kept(cut, n, noted) <= budget:
+            continue
+        allowed = [b for b in range(cut + 1, len(starts)) if starts[b] <= n - keep]
+        best = None
+        for b in allowed:
+            if kept(b, n, False) <= target and kept(b, n, noted) <= target:
+                best = b
+                break
+        if best is None:
+            best = next((b for b in reversed(allowed) if kept(b, n, noted) <= budget), None)
+        if best is not None:
+            cut = best
+    return cut
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations(), st.integers(0, 4000), policies, st.integers(0, 3))
+def test_the_replay_arrives_where_the_plain_replay_does(
+    messages: list[Any], budget: int, policy: Policy, noted: int
+) -> None:
+    """Skipping the units already seen to fail (they fail at every later prefix) is exact."""
+
+    def note(k: int) -> str:
+        return "- a key line\n" * ((k * 7 + noted) % 5) if noted else ""
+
+    args = (messages, budget, count, policy)
+    fast = trim_history(*args, count_text=count_text, note=note if noted else None)
+    with mock.patch.object(trim, "_replay_cut", replay_cut_reference):
+        plain = trim_history(*args, count_text=count_text, note=note if noted else None)
+    assert fast == plain
+
+
+def long_session(n: int) -> list[Any]:
+    """An agent session of about `n` short messages, each tool result with a few facts."""
+    messages: list[Any] = [{"role": "system", "content": "You are a coding agent."}]
+    turn = 0
+    while len(messages) < n:
+        turn += 1
+        if turn % 5 == 1:
+            messages.append({"role": "user", "content": f"Make tests/test_{turn}.py pass."})
+        command = json.dumps({"command": f"pytest -x tests/test_{turn}.py", "cwd": "/work/repo"})
+        call = {"id": f"c{turn}", "type": "function"}
+        call["function"] = {"name": "run", "arguments": command}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        result = (
+            f"tests/test_{turn}.py F\nE   AssertionError: assert {turn} == {turn % 7}\n"
+            f"src/mod{turn % 13}.py:{turn}: in check\n1 failed in 0.{turn % 10}s\n[exit code: 1]"
+        )
+        messages.append({"role": "tool", "tool_call_id": f"c{turn}", "content": result})
+        messages.append({"role": "assistant", "content": f"Test {turn} fails; next one."})
+    return messages + [{"role": "user", "content": "What is still failing?"}]
+
+
+@pytest.mark.skipif(not TIKTOKEN_CACHE.is_dir(), reason="no tiktoken files")
+@pytest.mark.parametrize("mode", ["trim", "compact"])
+def test_trimming_reads_each_message_once_however_many_cuts_it_weighs(
+    monkeypatch: pytest.MonkeyPatch, mode: Any
+) -> None:
+    """Issue 20: every cut stage 2 weighed read the facts of its whole span again, so trimming
+    was quadratic in the number of messages (2,000 messages at a 4k window: ~10 s). Each message
+    is read once now, and a next turn reads only the messages no earlier one read."""
+    from proxy.pipeline import compute_budget, facts, shrink
+    from proxy.tokenizers import Tokenizers
+
+    counter = Tokenizers(cache_dir=str(TIKTOKEN_CACHE)).for_model("qwen")
+    reads = 0
+    extract = facts._facts
+
+    def counted(message: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return extract(message)
+
+    monkeypatch.setattr(facts, "_facts", counted)
+    budget = compute_budget(4096, None, default_reserve=1024, floor=256, margin_share=0.05)
+    memo: dict[Any, Any] = {}
+    messages = long_session(2000)
+    policy = Policy(summary_tokens=300)
+    plan = shrink(messages, budget=budget, counter=counter, policy=policy, mode=mode, memo=memo)
+    assert plan.report.actions.get("trim", 0) > 1900 and plan.report.actions.get("facts")
+    assert reads <= len(messages)
+    nxt = long_session(2100)  # the same history, 100 messages on
+    later = shrink(nxt, budget=budget, counter=counter, policy=policy, mode=mode, memo=memo)
+    assert later.report.actions.get("facts")
+    assert reads <= len(nxt)  # in both requests together
+    fresh = shrink(nxt, budget=budget, counter=counter, policy=policy, mode=mode, memo={})
+    assert later.messages == fresh.messages

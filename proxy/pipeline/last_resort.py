@@ -1,0 +1,164 @@
+"""Stage 3, the last resort: cut the largest texts head+tail until the messages fit.
+
+When even the smallest set of messages stage 2 may keep does not fit, the texts that are left
+are cut at both ends, never dropped: the head of a tool's output says what ran, the tail how it
+ended, and a marker in the middle says how much is gone. Texts are levelled ("water-filling"), so
+one long text does not vanish while another stays whole.
+
+Pure: no I/O, inputs are never mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from proxy.pipeline.types import Message
+
+CountMessage = Callable[[Message], int]
+CountText = Callable[[str], int]
+
+
+def _texts(message: Message) -> list[tuple[int | None, str]]:
+    """Shrinkable text slots of a message: (None, content) or (part index, part text)."""
+    if not isinstance(message, dict):
+        return []
+    content = message.get("content")
+    if isinstance(content, str):
+        return [(None, content)]
+    if isinstance(content, list):
+        return [
+            (j, part["text"])
+            for j, part in enumerate(content)
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        ]
+    return []
+
+
+def _with_text(message: Message, slot: int | None, text: str) -> Message:
+    """A copy of `message` with one text slot replaced; the input dicts are never touched."""
+    if slot is None:
+        return {**message, "content": text}
+    parts = list(message["content"])
+    parts[slot] = {**parts[slot], "text": text}
+    return {**message, "content": parts}
+
+
+def last_resort(
+    messages: list[Message],
+    budget: int,
+    count: CountMessage,
+    count_text: CountText,
+    *,
+    protect: Collection[int] = (),
+) -> tuple[list[Message], list[tuple[int, int, int]], bool]:
+    """Stage 3: cut the largest texts head+tail, largest first, until the messages fit `budget`.
+
+    Texts are levelled ("water-filling"): every text above a common level is cut to that level,
+    so a long system prompt and a long tool result share the loss instead of one vanishing.
+    Each attempt cuts the original texts (never a cut of a cut) and lowers the level by what is
+    still over. Positions in `protect` (the latest user message, the marker) are never altered;
+    tool-call arguments are never touched. Returns (messages, [(position, before, after)], fits).
+    """
+    counts = [count(m) for m in messages]
+    slots = [
+        (i, j, text, count_text(text))
+        for i, m in enumerate(messages)
+        if i not in protect
+        for j, text in _texts(m)
+    ]
+    sizes = sorted((t for *_, t in slots), reverse=True)
+    affected = sum(counts[i] for i in {i for i, *_ in slots})
+    # Message counts include JSON escaping and overhead; convert the excess into text tokens.
+    ratio = min(1.0, sum(sizes) / affected) if affected else 1.0
+    out, new_counts = list(messages), list(counts)
+    cut = (sum(counts) - budget) * ratio
+    for _ in range(8):
+        if sum(new_counts) <= budget or not slots:
+            break
+        level = _level(sizes, int(cut) + 1)
+        out, new_counts = list(messages), list(counts)
+        for i, j, text, tokens in slots:
+            if tokens > level:
+                out[i] = _with_text(out[i], j, shrink_text_head_tail(text, level, count_text))
+        for i in {i for i, *_ in slots}:
+            if out[i] is not messages[i]:
+                new_counts[i] = count(out[i])
+                if new_counts[i] >= counts[i]:  # never grow a message
+                    out[i], new_counts[i] = messages[i], counts[i]
+        if level == 0:
+            break
+        cut += max(sum(new_counts) - budget, 0) * ratio + 1
+    changes = [(i, counts[i], new_counts[i]) for i in range(len(out)) if out[i] is not messages[i]]
+    return out, changes, sum(new_counts) <= budget
+
+
+def _level(sizes: list[int], excess: int) -> int:
+    """The largest level L with sum(max(0, s - L)) >= excess over sizes sorted descending."""
+    removed = 0
+    for n, size in enumerate(sizes, start=1):
+        below = sizes[n] if n < len(sizes) else 0
+        # Lowering the top n sizes from `size` to `below` removes n * (size - below) more.
+        if removed + n * (size - below) >= excess:
+            return max(0, size - (excess - removed + n - 1) // n)
+        removed += n * (size - below)
+    return 0
+
+
+def _omitted(n: int, noun: str, tokens: int) -> str:
+    """Same words as stage 1's markers (`proxy.pipeline.compact.markers`), so both read alike."""
+    plural = "" if n == 1 else "s"
+    tok = "token" if tokens == 1 else "tokens"
+    return f"[... {n:,} {noun}{plural} ({tokens:,} {tok}) omitted by shrink-proxy ...]"
+
+
+def shrink_text_head_tail(text: str, max_tokens: int, count_text: CountText) -> str:
+    """Keep the head and tail of `text` within `max_tokens`, with a marker for the middle.
+
+    Cuts at line boundaries (the head of tool output says what ran, the tail how it ended); a
+    text whose lines are too long to keep even one is cut at character boundaries instead.
+    Returns `text` itself when it already fits, and just the marker when nothing else does.
+    The whole text is counted once: the omitted count is the whole minus the kept ends.
+    """
+    full = count_text(text)
+    if full <= max_tokens:
+        return text
+    lines = text.splitlines(keepends=True)
+
+    def join(head: str, tail: str, n: int, noun: str) -> str:
+        omitted = max(0, full - count_text(head) - count_text(tail))
+        sep = "" if not head or head.endswith("\n") else "\n"
+        return head + sep + _omitted(n, noun, omitted) + ("\n" + tail if tail else "")
+
+    def by_lines(n: int) -> str:
+        head, tail = lines[: n - n // 2], lines[len(lines) - n // 2 :] if n // 2 else []
+        return join("".join(head), "".join(tail), len(lines) - n, "line")
+
+    def by_chars(n: int) -> str:
+        head, tail = text[: n - n // 2], text[len(text) - n // 2 :] if n // 2 else ""
+        return join(head, tail, len(text) - n, "char")
+
+    best = (
+        _largest_fit(by_lines, len(lines) - 1, max_tokens, count_text) if len(lines) > 1 else None
+    )
+    if best is None or count_text(best) < max_tokens // 2:
+        chars = _largest_fit(by_chars, len(text) - 1, max_tokens, count_text)
+        if chars is not None and (best is None or len(chars) > len(best)):
+            best = chars
+    return best if best is not None else by_chars(0)
+
+
+def _largest_fit(
+    render: Callable[[int], str], high: int, max_tokens: int, count_text: CountText
+) -> str | None:
+    """render(n) for the largest n in [1, high] that fits `max_tokens` (binary search), or None."""
+    low, found = 1, None
+    while low <= high:
+        mid = (low + high) // 2
+        candidate = render(mid)
+        if count_text(candidate) <= max_tokens:
+            found, low = candidate, mid + 1
+        else:
+            high = mid - 1
+    return found
