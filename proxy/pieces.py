@@ -22,7 +22,9 @@ precedes (the patterns have no look-behind). For cl100k_base and o200k_base
 and CJK ideographs assigned since Unicode 1.1-2.0 (letters in every version tiktoken's regex
 may use), "mark" ASCII punctuation but `'` (contractions: `'s`) and the CJK sentence marks,
 "space" a space only. tests/test_tokens.py checks every cut against tiktoken, on the corpus and
-on generated text. A text with no such cut (one 20 MB word) is counted whole.
+on generated text. A stretch of SIZE characters with no such cut (one 20 MB word) is cut anyway:
+counted whole, tiktoken's merges take quadratic time (1 MB of one word: 1-2 s); in pieces, the
+count may be a token off per piece.
 """
 
 from __future__ import annotations
@@ -69,16 +71,18 @@ _CUT = re.compile(
 )
 
 
-def pieces(text: str, size: int = SIZE) -> Iterator[str]:
+def pieces(text: str, size: int = SIZE, longest: int = SIZE) -> Iterator[str]:
     """`text` in consecutive pieces whose counts add up to its count: each at least `size`
-    characters long (but the last), cut at the first cut after that, or the rest whole."""
+    characters long (but the last), cut at the first cut after that. A stretch of `longest`
+    more characters without one (a 20 MB word, a run of marks) is cut where it ends:
+    its BPE costs quadratic time whole, and the pieces' counts then add up to within a token or
+    so per piece of its count (a piece's ends can merge with nothing)."""
     start, n = 0, len(text)
     while n - start > size:
-        cut = _CUT.search(text, start + size)
-        if cut is None:
-            break
-        yield text[start : cut.start()]
-        start = cut.start()
+        cut = _CUT.search(text, start + size, start + size + longest)
+        at = cut.start() if cut is not None else start + size + longest
+        yield text[start:at]
+        start = at
     yield text[start:] if start else text
 
 

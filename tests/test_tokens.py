@@ -731,3 +731,27 @@ def test_the_estimate_counts_bytes_without_a_copy_of_the_text() -> None:
     assert peak < 3_000_000
     for sample in ("abc", "é" * 5, "\ud800x", "😀" * 3, ""):
         assert pieces.utf8_length(sample) == len(sample.encode("utf-8", "surrogatepass"))
+
+
+def test_a_huge_word_is_counted_in_bounded_pieces(o200k: TokenCounter) -> None:
+    """One 1 MB run of letters has no place a token must end: whole, tiktoken's merges take
+    quadratic time (seconds); in pieces of at most two SIZEs the count is a token or so off per
+    piece, and no encode sees more."""
+    text = "ab" * 500_000
+    seen: list[int] = []
+    encoding = o200k.encoding
+    assert encoding is not None
+
+    class Recording:
+        def encode_ordinary(self, piece: str) -> list[int]:
+            seen.append(len(piece))
+            return encoding.encode_ordinary(piece)
+
+    counter = TokenCounter(o200k.name, Recording())  # type: ignore[arg-type]
+    counter._pieces = True
+    n = counter.count_text(text)
+    assert max(seen) <= 2 * pieces.SIZE
+    exact = sum(
+        len(encoding.encode_ordinary(text[i : i + 4096])) for i in range(0, len(text), 4096)
+    )
+    assert abs(n - exact) <= len(text) // 4096 + len(seen)
