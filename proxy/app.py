@@ -123,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 tokenizers,
                 on_count_ahead=metrics.count_ahead.inc,
                 on_error=metrics.observe_pipeline_error,
+                on_plan=metrics.observe_plan,
             ),
             summarizer=summarizer,
             discovery=discovery,
@@ -138,6 +139,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await discovery.aclose()
             await summarizer.aclose()
             await upstream.aclose()
+            app.state.shrink.shrinker.close()
 
     app = FastAPI(
         title="shrink-proxy",

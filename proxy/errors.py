@@ -82,6 +82,15 @@ class UnsupportedMediaType(ProxyError):
     code = "unsupported_media_type"
 
 
+class Overloaded(ProxyError):
+    """Too many request bodies already wait to be planned: a clear 503, never a queue without
+    end (OpenAI answers overload with 503 too)."""
+
+    status = 503
+    type = "server_error"
+    code = "overloaded"
+
+
 class UpstreamUnavailable(ProxyError):
     status = 502
     type = "upstream_error"

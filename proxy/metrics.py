@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KNOWN_STAGES = ("tools", "trim", "truncate", "summary")
+KNOWN_STAGES = ("tools", "trim", "truncate", "summary", "work_budget")
 # LLM requests run from milliseconds (a cached /v1/models) to minutes (a long generation).
 SLOW_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
 # The pipeline's own cost: well under a millisecond for small requests, ~100 ms for huge ones.
@@ -191,6 +191,15 @@ class Metrics:
         )
         for fallback in ("trim", "unchanged"):
             self.pipeline_errors.labels(fallback)
+        self.plans = counter(
+            "shrink_plans",
+            "Chat requests by where they were planned: 'inline' (on the event loop: cheap), "
+            "'thread', 'process' (a planner process: a big body), or 'overloaded' (refused with "
+            "503: SHRINK_MAX_QUEUED_BYTES of bodies were already waiting).",
+            "where",
+        )
+        for where in ("inline", "thread", "process", "overloaded"):
+            self.plans.labels(where)
         self.scraped = ScrapeCollector(self.window_values)
         r.register(self.scraped)
         for stage in KNOWN_STAGES:  # so that rate() sees the series before the first action
@@ -303,6 +312,9 @@ class Metrics:
             entry = self.summaries.setdefault(label, [0, 0.0])
             entry[0] += 1
             entry[1] += latency_s or 0.0
+
+    def observe_plan(self, where: str) -> None:
+        self.plans.labels(where).inc()
 
     def observe_pipeline_error(self, fallback: str) -> None:
         """The pipeline raised on a request, which was then planned by `fallback`."""

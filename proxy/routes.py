@@ -12,6 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import httpx
 import orjson
 from fastapi import APIRouter, Request
@@ -137,14 +138,13 @@ async def chat_completions(request: Request) -> Response:
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     state.heap.note(len(raw))
-    body = wire.parse_chat(raw)
     mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
+
+    async def window_of(model: str | None) -> int | None:
+        return await served_window(state, model) if mode != "off" else None
+
+    body, plan = await state.shrinker.plan_request(raw, mode, window_of, ex.request_id)
     model = body.get("model") if isinstance(body.get("model"), str) else None
-    window = await served_window(state, model) if mode != "off" else None
-    plan = state.shrinker.plan_inline(body, len(raw), mode, window, ex.request_id)
-    if plan is None:
-        del body  # a cold request waits for a worker thread holding only its bytes
-        body, plan = await state.shrinker.plan_raw(raw, mode, window, ex.request_id)
     if mode == "compact" and plan.span and plan.marker_index is not None:
         plan = await with_summary(plan, body, request, state)
     report = plan.report
@@ -199,7 +199,8 @@ async def chat_completions(request: Request) -> Response:
         if retry_input is not None and overflow_inspectable(resp):
             error = await ex.read_all(resp)
             assert error is not None  # overflow_inspectable checked the declared length
-            body = wire.parse_chat(retry_input)
+            # In a thread: a big body's parse would hold the event loop (see proxy.planner).
+            body = await anyio.to_thread.run_sync(wire.parse_chat, retry_input)
             if inject:
                 body = wire.with_stream_usage(body)
             retry = await shrink_to_stated_limit(state, body, raw_size, mode, resp, error, report)
@@ -321,9 +322,14 @@ async def shrink_preview(request: Request) -> Response:
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     state.heap.note(len(raw))
-    body = wire.parse_chat(raw)
     mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
-    plan = await state.shrinker.plan(body, len(raw), mode, request_id=request_id_of(request))
+
+    async def no_window(model: str | None) -> int | None:
+        return None
+
+    _, plan = await state.shrinker.plan_request(
+        raw, mode, no_window, request_id_of(request), full=True
+    )
     return Response(
         dump_deep({"messages": plan.messages, "report": report_dict(plan.report)}),
         media_type="application/json",

@@ -168,6 +168,40 @@ class Settings(BaseSettings):
         description="Characters (in millions) of compacted tool results and facts lists "
         "remembered per worker, so a resent turn reuses them; also at most 4,096 entries.",
     )
+    plan_processes: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Worker processes that parse and plan requests of "
+        "`SHRINK_PROCESS_MIN_BYTES` or more, so that parsing a huge body (orjson holds the GIL "
+        "for ~200 ms per 60 MB) never stalls other requests. Started on first use; 0 plans "
+        "everything in this process.",
+    )
+    process_min_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=0,
+        description="Request bodies at least this large are planned in a worker process "
+        "(`SHRINK_PLAN_PROCESSES`).",
+    )
+    max_queued_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="Bytes of request bodies that may wait for or be in planning at once (in "
+        "threads and processes); a request past it gets 503 `overloaded` with `Retry-After`.",
+    )
+    work_budget: float = Field(
+        0.5,
+        ge=0,
+        description="Seconds stage 1 may spend reading one tool result, plus "
+        "`SHRINK_WORK_BUDGET_PER_MB` per MB of it. Defence in depth (every rule runs in linear "
+        "time): a result that takes longer is cut head+tail instead, the request goes on, and "
+        "`work_budget` shows in `x-shrink-actions`, the log and /metrics.",
+    )
+    work_budget_per_mb: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds of `SHRINK_WORK_BUDGET` added per MB of the tool result read.",
+    )
     completion_reserve: int = Field(
         4096,
         ge=0,

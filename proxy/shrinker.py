@@ -12,21 +12,22 @@ stage 2's cut and stage 3's plain head+tail alone, or, if that fails too, sent u
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import sys
-import threading
+import time
 import traceback
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
 
 from proxy import wire
 from proxy.ahead import CountAhead
-from proxy.errors import InvalidRequest
+from proxy.errors import InvalidRequest, Overloaded
+from proxy.memo import CompactMemo
 from proxy.pipeline import (
     Budget,
     CallCounter,
@@ -40,6 +41,8 @@ from proxy.pipeline import (
 )
 from proxy.pipeline.summary import summary_room
 from proxy.pipeline.types import Mode
+from proxy.pipeline.work import Work, WorkExceeded
+from proxy.planner import PlanPool, guess_model
 from proxy.settings import Settings
 from proxy.tokenizers import Tokenizers
 
@@ -54,57 +57,10 @@ UNLIMITED = sys.maxsize
 # body, ~30 ms), which inline would stall every other connection. A warm conversation (its
 # history counted on earlier turns) costs ~0.3 ms however long it is, so it stays inline.
 THREAD_THRESHOLD = 32 * 1024
-
-
-class CompactMemo(OrderedDict[Hashable, Any]):
-    """A bounded, thread-safe LRU for stage-1 results, the facts read of dropped spans and the
-    facts text under a marker (agents resend the same tool output and the same dropped span
-    every turn).
-
-    Bounded by entries and by the characters its values hold: a compacted tool result can be
-    anywhere from nothing to tens of KB, so a count alone let the memo of a long-running
-    process grow to ~16 MB (bench/overhead: RSS at the end of a full run, 4,096 entries).
-    """
-
-    # What an entry costs besides its text: key tuple, OrderedDict node, the value object.
-    ENTRY_OVERHEAD = 200
-
-    def __init__(self, capacity: int, max_chars: int = 4_000_000):
-        super().__init__()
-        self.capacity = capacity
-        self.max_chars = max_chars
-        self.chars = 0
-        self._sizes: dict[Hashable, int] = {}
-        self.lock = threading.Lock()
-
-    @classmethod
-    def size_of(cls, value: Any) -> int:
-        chars = getattr(value, "memo_chars", None)  # what a span's facts hold (pipeline.notes)
-        if isinstance(chars, int):
-            return cls.ENTRY_OVERHEAD + chars
-        text = value if isinstance(value, str) else getattr(value, "text", None)
-        if isinstance(text, str):
-            return cls.ENTRY_OVERHEAD + len(text)
-        if isinstance(value, list):
-            return cls.ENTRY_OVERHEAD + sum(len(v) + 60 for v in value if isinstance(v, str))
-        return cls.ENTRY_OVERHEAD
-
-    def __getitem__(self, key: Hashable) -> Any:
-        with self.lock:
-            value = super().__getitem__(key)
-            self.move_to_end(key)
-            return value
-
-    def __setitem__(self, key: Hashable, value: Any) -> None:
-        size = self.size_of(value)
-        with self.lock:
-            self.chars += size - self._sizes.get(key, 0)
-            self._sizes[key] = size
-            super().__setitem__(key, value)
-            self.move_to_end(key)
-            while len(self) > 1 and (len(self) > self.capacity or self.chars > self.max_chars):
-                old, _ = self.popitem(last=False)
-                self.chars -= self._sizes.pop(old)
+# A session past this many messages is planned in a thread even when warm: its replay and its
+# facts scale with its length, and an evicted memo would make a warm-looking one cold (a
+# 4,000-message request once ran 9.2 s inline). A thread hop costs tens of microseconds.
+INLINE_MAX_MESSAGES = 200
 
 
 def parse_mode(header: str | None, settings: Settings) -> Mode:
@@ -129,6 +85,7 @@ class Shrinker:
         tokenizers: Tokenizers,
         on_count_ahead: Callable[[], None] | None = None,
         on_error: Callable[[str], None] | None = None,
+        on_plan: Callable[[str], None] | None = None,
     ):
         """`on_count_ahead`: called when a helper starts counting a cold request ahead.
         `on_error`: called with the fallback taken ("trim" or "unchanged") when the pipeline
@@ -157,6 +114,83 @@ class Shrinker:
             max(1, (os.cpu_count() or 1) // max(1, settings.workers)), on_count_ahead
         )
         self._limiter: anyio.CapacityLimiter | None = None
+        self.pool = PlanPool(settings)
+        self.queued = 0  # bytes of bodies waiting for or in a thread's or process's planning
+        self.on_plan = on_plan
+
+    async def plan_request(
+        self,
+        raw: bytes,
+        mode: Mode,
+        window_of: Callable[[str | None], Awaitable[int | None]],
+        request_id: str | None = None,
+        full: bool = False,
+    ) -> tuple[dict[str, Any], Plan]:
+        """Parse and plan a chat request's bytes where that costs the other requests least:
+        inline when cheap; in a thread when it is not; in a planner process when the body is
+        so big that parsing it alone would hold the GIL for too long (`proxy.planner`).
+        `window_of(model)`: the window to plan for (window discovery, awaited here). `full`:
+        the plan's messages even when unchanged (a planner process otherwise sends back only
+        the changed ones: the client's bytes are forwarded then)."""
+        size = len(raw)
+        if self.pool.enabled and size >= self.settings.process_min_bytes:
+            with self._queue(size):
+                guessed = guess_model(raw)
+                window = await window_of(guessed)
+                done = await self.pool.plan(raw, mode, window, request_id, full)
+                if done is not None:
+                    model = done[0].get("model")
+                    real = model if isinstance(model, str) else None
+                    if real != guessed and (right := await window_of(real)) != window:
+                        done = await self.pool.plan(raw, mode, right, request_id, full)
+                if done is not None:
+                    self._placed("process")
+                    return done
+                return await self._threaded(raw, mode, window, request_id)
+        body = wire.parse_chat(raw)
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        window = await window_of(model)
+        plan = self.plan_inline(body, size, mode, window, request_id)
+        if plan is not None:
+            self._placed("inline")
+            return body, plan
+        del body  # a cold request waits for a worker thread holding only its bytes
+        with self._queue(size):
+            return await self._threaded(raw, mode, window, request_id)
+
+    async def _threaded(
+        self, raw: bytes, mode: Mode, window: int | None, request_id: str | None
+    ) -> tuple[dict[str, Any], Plan]:
+        self._placed("thread")
+        return await self.plan_raw(raw, mode, window, request_id)
+
+    @contextlib.contextmanager
+    def _queue(self, size: int) -> Iterator[None]:
+        """Hold `size` bytes against SHRINK_MAX_QUEUED_BYTES while they wait and are planned."""
+        if self.queued and self.queued + size > self.settings.max_queued_bytes:
+            self._placed("overloaded")
+            raise Overloaded(
+                f"shrink-proxy is already planning {self.queued:,} bytes of requests (limit "
+                f"{self.settings.max_queued_bytes:,}); retry shortly.",
+                headers={"retry-after": "1"},
+            )
+        self.queued += size
+        try:
+            yield
+        finally:
+            self.queued -= size
+
+    def _placed(self, where: str) -> None:
+        if self.on_plan is not None:
+            self.on_plan(where)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _work(self, chars: int) -> Work:
+        """The budget stage 1 has for one tool result of `chars` characters."""
+        s = self.settings
+        return TimeBudget(s.work_budget + s.work_budget_per_mb * chars / 1e6)
 
     def _threads(self) -> anyio.CapacityLimiter:
         """Cold requests are shrunk in at most one worker thread per core: the work is Python
@@ -222,6 +256,7 @@ class Shrinker:
                 mode=mode,
                 fixed_tokens=tokens.count_tools(body.get("tools")),
                 memo=self.memo,
+                work=self._work,
             )
 
     def _degraded(
@@ -335,6 +370,8 @@ class Shrinker:
             return None, None
         if raw_size < THREAD_THRESHOLD:
             return self.plan_sync(body, mode, window, ahead=False, request_id=rid), None
+        if len(body["messages"]) > INLINE_MAX_MESSAGES:
+            return None, None
         counter, new_chars = self._look_up(body["messages"], model)
         if new_chars < THREAD_THRESHOLD and mode != "off":
             limit = self.policy.tool_limit(window or self.settings.window_for(model))
@@ -368,6 +405,19 @@ class Shrinker:
             if new_chars >= THREAD_THRESHOLD:
                 break
         return counter, new_chars
+
+
+class TimeBudget:
+    """A work budget in seconds of wall time from its creation (proxy.pipeline.work)."""
+
+    __slots__ = ("deadline",)
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.perf_counter() + seconds
+
+    def check(self) -> None:
+        if time.perf_counter() > self.deadline:
+            raise WorkExceeded
 
 
 def _raised_at(exc: BaseException) -> str:

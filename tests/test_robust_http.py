@@ -189,7 +189,7 @@ def metric(url: str, fallback: str) -> float:
     ("target", "exc"),
     [
         ("proxy.pipeline.compact_text", RuntimeError(f"stage 1 bug near {SECRET}")),
-        ("proxy.pipeline.extract_facts", RecursionError("maximum recursion depth exceeded")),
+        ("proxy.pipeline.notes.message_facts", RecursionError("maximum recursion depth exceeded")),
         ("proxy.pipeline.compact.parse", MemoryError()),
     ],
     ids=["stage1", "facts", "memory"],

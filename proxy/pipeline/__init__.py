@@ -18,10 +18,12 @@ from typing import Any
 from proxy.pipeline import keys
 from proxy.pipeline.budget import Budget, compute_budget
 from proxy.pipeline.compact import Compacted, compact_text
+from proxy.pipeline.last_resort import shrink_text_head_tail
 from proxy.pipeline.notes import Notes
 from proxy.pipeline.trim import trim_history
 from proxy.pipeline.types import Counter, Message, Mode, Policy, Report, StageAction
 from proxy.pipeline.units import pinned_count
+from proxy.pipeline.work import Budgeter, WorkExceeded
 
 __all__ = [
     "Budget",
@@ -72,6 +74,7 @@ class _Context:
     facts_in_cut: bool
     span: list[Message] = field(default_factory=list)
     marker_index: int | None = None
+    work: Budgeter | None = None  # a budget per stage-1 text (proxy.pipeline.work)
 
 
 def shrink(
@@ -83,8 +86,10 @@ def shrink(
     mode: Mode | None = None,
     fixed_tokens: int = 0,
     memo: CompactMemo | None = None,
+    work: Budgeter | None = None,
 ) -> Plan:
-    """Shrink `messages` so that they plus `fixed_tokens` (tool definitions) fit `budget.prompt`."""
+    """Shrink `messages` so that they plus `fixed_tokens` (tool definitions) fit `budget.prompt`.
+    `work`: a budget for each tool result stage 1 reads (proxy.pipeline.work)."""
     mode = mode or policy.mode
     counter = counter if isinstance(counter, CallCounter) else CallCounter(counter)
     report = Report(budget=budget.prompt, window=budget.window, estimate=not counter.exact)
@@ -101,6 +106,7 @@ def shrink(
         ctx = _Context(
             budget, counter, policy, fixed_tokens, memo, report, room, room, facts_tokens, False
         )
+        ctx.work = work
     else:
         # The facts under the marker cost what they take: each cut is weighed with its own list
         # (stage 2's note), and the grid is a share of the whole room, so listing facts does not
@@ -108,6 +114,7 @@ def shrink(
         ctx = _Context(
             budget, counter, policy, fixed_tokens, memo, report, room, room, facts_tokens, True
         )
+        ctx.work = work
     out = list(messages)
     for stage in STAGES[mode]:
         if stage is _trim and _total(out, counter, fixed_tokens) <= budget.prompt:
@@ -219,14 +226,15 @@ def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
         if m.get("role") not in TOOL_ROLES:
             continue
         content = m.get("content")
+        cut: list[bool] = []  # a text whose rules spent their work budget (plain head+tail)
         if isinstance(content, str):
-            done = _compact(content, limit, counter, memo)
+            done = _compact(content, limit, counter, memo, ctx.work, cut)
             if done is None:
                 continue
             new: Message = {**m, "content": done.text}
             before, after = done.tokens_before, done.tokens_after
         elif isinstance(content, list):
-            parts, before, after = _compact_parts(content, limit, counter, memo)
+            parts, before, after = _compact_parts(content, limit, counter, memo, ctx.work, cut)
             if parts is None:
                 continue
             new = {**m, "content": parts}
@@ -236,7 +244,11 @@ def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
             out = list(messages)
         out[i] = new
         report.count("tools")
-        report.details.append(StageAction("tools", i, "tool result compacted", before, after))
+        detail = "tool result compacted"
+        if cut:
+            report.count("work_budget", len(cut))
+            detail = "tool result cut head+tail: its rules spent their work budget"
+        report.details.append(StageAction("tools", i, detail, before, after))
     return out
 
 
@@ -259,14 +271,19 @@ def tool_texts(messages: list[Message], limit: int) -> list[str]:
 
 
 def _compact_parts(
-    parts: list[Any], limit: int, counter: CallCounter, memo: CompactMemo | None
+    parts: list[Any],
+    limit: int,
+    counter: CallCounter,
+    memo: CompactMemo | None,
+    work: Budgeter | None = None,
+    cut: list[bool] | None = None,
 ) -> tuple[list[Any] | None, int, int]:
     new_parts: list[Any] = []
     changed = False
     before = after = 0
     for part in parts:
         text = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
-        done = _compact(text, limit, counter, memo) if isinstance(text, str) else None
+        done = _compact(text, limit, counter, memo, work, cut) if isinstance(text, str) else None
         if done is None:
             new_parts.append(part)
             continue
@@ -283,19 +300,40 @@ def compact_key(text: str, limit: int, counter: CallCounter) -> Hashable:
 
 
 def _compact(
-    text: str, limit: int, counter: CallCounter, memo: CompactMemo | None
+    text: str,
+    limit: int,
+    counter: CallCounter,
+    memo: CompactMemo | None,
+    work: Budgeter | None = None,
+    cut: list[bool] | None = None,
 ) -> Compacted | None:
+    """Stage 1 of one text, memoized; `work` gives it a budget (`proxy.pipeline.work`): spent,
+    the text is cut head+tail instead (remembered too, so the next turn cuts it alike), and
+    `cut` is told."""
     # Tokens never exceed UTF-8 bytes, so a short text needs no count at all.
     if len(text) <= limit and len(text.encode()) <= limit:
         return None
-    if memo is None:
-        return compact_text(text, limit, counter.count_text)
-    key = compact_key(text, limit, counter)
+    key = compact_key(text, limit, counter) if memo is not None else None
+    if memo is not None:
+        try:
+            done: Compacted | None = memo[key]
+        except KeyError:
+            pass
+        else:
+            if done is not None and done.kind == "cut" and cut is not None:
+                cut.append(True)
+            return done
     try:
-        return memo[key]
-    except KeyError:
-        done = memo[key] = compact_text(text, limit, counter.count_text)
-        return done
+        done = compact_text(text, limit, counter.count_text, work(len(text)) if work else None)
+    except WorkExceeded:
+        before = counter.count_text(text)
+        out = shrink_text_head_tail(text, limit, counter.count_text)
+        done = Compacted(out, "cut", before, counter.count_text(out), 0)
+        if cut is not None:
+            cut.append(True)
+    if memo is not None:
+        memo[key] = done
+    return done
 
 
 def _trim(messages: list[Message], ctx: _Context) -> list[Message]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from proxy.pipeline.compact import digest, markers
 from proxy.pipeline.compact.jsonish import compact_json, parse
 from proxy.pipeline.compact.lines import compact_lines, read
+from proxy.pipeline.work import Work, check
 
 __all__ = ["Compacted", "compact_text"]
 
@@ -63,11 +64,14 @@ def _cut_chars(text: str, max_tokens: int, count: Count, tokens_before: int) -> 
     return text[:size], count(text[:size])
 
 
-def compact_text(text: str, max_tokens: int, count: Callable[[str], int]) -> Compacted | None:
+def compact_text(
+    text: str, max_tokens: int, count: Callable[[str], int], work: Work | None = None
+) -> Compacted | None:
     """None when count(text) <= max_tokens (nothing to do).
 
     Otherwise the text rewritten to at most `max_tokens` tokens (guaranteed for budgets of 64 and
-    more), never more tokens than it had, with a marker at every elision.
+    more), never more tokens than it had, with a marker at every elision. `work`: checked
+    between phases (`proxy.pipeline.work`); WorkExceeded goes to the caller.
     """
     budget = max(0, max_tokens)
     # Most texts a little over the byte bound are under the limit: counted first, they need no
@@ -82,17 +86,20 @@ def compact_text(text: str, max_tokens: int, count: Callable[[str], int]) -> Com
     huge = digest.needed(text)
     # None for JSON nested deeper than jsonish.MAX_DEPTH, or too big to rebuild: read as lines
     doc = None if huge else parse(text)
-    brief = digest.digest(text) if huge else None
+    check(work)
+    brief = digest.digest(text, work=work) if huge else None
     reading = read(text if brief is None else brief.text) if doc is None else None
+    check(work)
     if before is None:
         before = count(text)
         if before <= max_tokens:
             return None
     shrunk = None
     if doc is not None:
-        shrunk = compact_json(doc, budget, count, before)
+        shrunk = compact_json(doc, budget, count, before, work)
     if shrunk is not None and shrunk[1] <= budget:
         return Compacted(shrunk[0], "json", before, shrunk[1], 0)
+    check(work)
     if brief is not None:
         per_char = before / max(1, len(text))
         result = compact_lines(brief.text, budget, count, reading, brief.gaps, per_char)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from proxy.pipeline.compact import markers
 from proxy.pipeline.idioms import COMPILED, Compiled
 from proxy.pipeline.idioms.record import MEDIUM
+from proxy.pipeline.work import Work, check
 
 MAX_CHARS = 1_000_000
 MAX_LINES = 20_000
@@ -75,7 +76,9 @@ def _edge_end(text: str, lines: int, start: int, forward: bool) -> int:
     return max(start, pos)
 
 
-def _ranked(text: str, lo: int, hi: int, table: Compiled) -> list[tuple[int, int]]:
+def _ranked(
+    text: str, lo: int, hi: int, table: Compiled, work: Work | None
+) -> list[tuple[int, int]]:
     """(score, line start) of the lines in text[lo:hi] (starting at line starts) that rank at
     MEDIUM or above, the best MAX_PICKS (then the earliest)."""
     picks: list[tuple[int, int]] = []  # a min-heap of (score, -start): the worst on top
@@ -91,6 +94,7 @@ def _ranked(text: str, lo: int, hi: int, table: Compiled) -> list[tuple[int, int
 
     pos = lo
     while pos < hi:
+        check(work)
         end = min(hi, pos + CHUNK)
         if end < hi:
             cut = text.rfind("\n", pos, end)
@@ -122,12 +126,12 @@ def _ranked(text: str, lo: int, hi: int, table: Compiled) -> list[tuple[int, int
     return sorted((s, -neg) for s, neg in picks)
 
 
-def digest(text: str, table: Compiled = COMPILED) -> Digest:
+def digest(text: str, table: Compiled = COMPILED, work: Work | None = None) -> Digest:
     """The digest of a text that `needed` says is too big to read line by line."""
     head_end = _edge_end(text, HEAD_LINES, 0, True)
     tail_start = max(head_end, _edge_end(text, TAIL_LINES, head_end, False))
     starts: set[int] = set()
-    for _, start in _ranked(text, head_end, tail_start, table):
+    for _, start in _ranked(text, head_end, tail_start, table, work):
         starts.add(start)
         before = text.rfind("\n", head_end, max(head_end, start - 1))
         if start > head_end:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.pipeline.compact import markers
+from proxy.pipeline.work import Work, check
 
 Count = Callable[[str], int]
 
@@ -379,9 +380,10 @@ class _Shrinker:
 
 
 def compact_json(
-    doc: Document, budget: int, count: Count, tokens_before: int
+    doc: Document, budget: int, count: Count, tokens_before: int, work: Work | None = None
 ) -> tuple[str, int] | None:
-    """The document rebuilt at the most generous level that fits `budget`, with its trailer."""
+    """The document rebuilt at the most generous level that fits `budget`, with its trailer.
+    `work` is checked before each level is built."""
     trailer = "\n" + doc.trailer if doc.trailer else ""
     room = budget - (count(trailer) + 1 if trailer else 0)
     sizer, failures = _Sizer(), _Failures()
@@ -389,6 +391,7 @@ def compact_json(
     per_text_char = tokens_before / max(1, doc.chars + len(trailer))
 
     def fitting(level: Level) -> str | None:
+        check(work)
         shrunk = _Shrinker(level, sizer, failures, per_char).shrink(doc.value, 0)
         text = dump(shrunk, doc.indent)
         # The estimate skips exact counts of candidates that are far too big (cheap guard).
