@@ -322,3 +322,26 @@ def test_the_newest_messages_stay_and_a_long_document_among_them_is_cut_head_and
     kept = plan.messages[1]["content"]
     assert kept.startswith(messages[1]["content"][:500]) and kept.endswith(doc[-500:])
     assert "omitted by shrink-proxy" in kept
+
+
+def test_a_long_session_is_never_planned_inline_however_warm() -> None:
+    """Issue 20: a 4,000-message session warm by its counts but not by its memo (evicted) was
+    planned inline: 9.2 s on the event loop. Past INLINE_MAX_MESSAGES it goes to a thread."""
+    from proxy.shrinker import INLINE_MAX_MESSAGES
+
+    shrinker = Recording()
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "agent"}]
+    for i in range(2000):
+        messages += [
+            {"role": "user", "content": f"step {i}: " + "word " * 20},
+            {"role": "assistant", "content": f"done {i}"},
+        ]
+    body = {"model": "qwen2.5-coder", "messages": messages}
+    raw_size = len(orjson.dumps(body))
+    assert len(messages) > INLINE_MAX_MESSAGES
+    first = shrinker.plan_sync(body, "trim")
+    shrinker.memo.clear()  # evicted: counts cached, compactions and facts not
+    assert shrinker.plan_inline(body, raw_size, "trim") is None
+    again = asyncio.run(shrinker.plan(body, raw_size, "trim"))
+    assert again.messages == first.messages
+    assert shrinker.threads[-1] is False  # planned off the main thread

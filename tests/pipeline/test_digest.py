@@ -65,3 +65,20 @@ def test_a_huge_single_line_is_read_as_its_head_and_tail() -> None:
 def test_texts_under_the_bounds_are_not_digested() -> None:
     assert not digest.needed(build(digest.MAX_LINES - 1, {}))
     assert digest.needed(build(digest.MAX_LINES + 1, {}))
+
+
+def test_a_huge_output_is_read_in_memory_bounded_by_its_size() -> None:
+    """Issue 20: a 20 MB single line peaked at 1.1 GB (55x); a huge log at ~40x. Reading and
+    compacting one now holds a small multiple of the text (the count is not traced: tiktoken
+    is native code, counted in pieces by proxy.pieces)."""
+    import tracemalloc
+
+    for text in ("x" * 4_000_000 + "\nERROR: end", build(120_000, {60_000: "ERROR: mid"})):
+        tracemalloc.start()
+        try:
+            done = compact_text(text, 1024, lambda s: len(s) // 4)
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        assert done is not None and "ERROR" in done.text
+        assert peak < 3 * len(text), f"{peak / len(text):.1f}x the text"
