@@ -1,0 +1,193 @@
+"""Head-of-line blocking over HTTP: how long small requests wait while one heavy body is shrunk.
+
+The proxy runs as a real `python -m proxy serve` (uvicorn) in front of bench/overhead's fake
+upstream, both on 127.0.0.1, each its own process (`bench.overhead.procs`). A probe sends a small
+chat request every 50 ms, open loop (a client that does not know the proxy is busy keeps
+sending), each on a free connection of its own pool, and times it; first with no load, then
+while one heavy case is POSTed on another connection. Errors (5xx, resets, timeouts) are
+counted, never raised. A heavy request that does not finish in time leaves the proxy busy, so
+the proxy is restarted before the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.overhead import bodies, procs
+from bench.overhead.loadgen import HOST, Conn, ResponseError
+from bench.overhead.procs import Server, python_module
+from bench.overhead.report import percentile
+
+PERIOD = 0.05  # seconds between two probes
+MAX_IN_FLIGHT = 400  # probes waiting at once (20 s of a stalled proxy); the rest are skipped
+TAIL = 0.5  # seconds probes go on after the heavy request ended: the stall it leaves behind
+
+
+def request(port: int, body: bytes) -> bytes:
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: {HOST}:{port}\r\n"
+        "content-type: application/json\r\nauthorization: Bearer sk-bench\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+PROBE = bodies.encode(bodies.small_body(False)).replace(bodies.NONCE, bodies.WARM_NONCE)
+
+
+def _kind(e: BaseException) -> str:
+    """A label for an error: `status 502` for an HTTP status, else the exception's type."""
+    if isinstance(e, ResponseError):
+        return str(e).split(":", 1)[0]
+    return "timeout" if isinstance(e, TimeoutError) else type(e).__name__
+
+
+@dataclass
+class Probes:
+    latencies: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    skipped: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        lat = self.latencies
+        return {
+            "probes": len(lat) + sum(self.errors.values()),
+            "p50_ms": percentile(lat, 50) * 1000,
+            "p99_ms": percentile(lat, 99) * 1000,
+            "max_ms": max(lat, default=float("nan")) * 1000,
+            "errors": dict(self.errors),
+            "skipped": self.skipped,
+        }
+
+
+async def _probe(port: int, idle: list[Conn], out: Probes, patience: float) -> None:
+    conn = idle.pop() if idle else Conn(port)
+    try:
+        result = await asyncio.wait_for(conn.request(request(port, PROBE), False), patience)
+    except (OSError, asyncio.IncompleteReadError, ResponseError, TimeoutError, ValueError) as e:
+        out.errors[_kind(e)] += 1
+        await conn.close()
+        return
+    out.latencies.append(result.latency)
+    idle.append(conn)
+
+
+async def _heavy(port: int, raw: bytes, patience: float) -> dict[str, Any]:
+    """The heavy request's status and time, then whether its connection still serves: a
+    keep-alive connection must carry the next request, or be closed with `Connection: close`
+    (`closed`); `reset` is a connection dropped without saying so."""
+    conn = Conn(port)
+    start = time.perf_counter()
+    try:
+        await asyncio.wait_for(conn.request(request(port, raw), False), patience)
+        status = "200"
+    except (OSError, asyncio.IncompleteReadError, ResponseError, TimeoutError, ValueError) as e:
+        status = _kind(e).removeprefix("status ")
+    seconds = time.perf_counter() - start
+    after = "closed" if conn.writer is None else "reused"
+    if after == "reused":
+        try:
+            await asyncio.wait_for(conn.request(request(port, PROBE), False), patience)
+        except (OSError, asyncio.IncompleteReadError, ResponseError, TimeoutError, ValueError):
+            after = "reset"
+    await conn.close()
+    return {"status": status, "seconds": seconds, "connection": after}
+
+
+async def measure(
+    port: int, heavy: bytes | None, probes: int, patience: float
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Probe every PERIOD: `probes` times with no heavy request, else until `heavy` is answered
+    (or `patience` seconds pass) and TAIL after. Returns the probes' summary and the heavy
+    request's status and time."""
+    out = Probes()
+    idle: list[Conn] = []
+    tasks: set[asyncio.Task[None]] = set()
+    job = asyncio.ensure_future(_heavy(port, heavy, patience)) if heavy is not None else None
+    start = time.perf_counter()
+    n = 0
+    ended: float | None = None
+    while True:
+        now = time.perf_counter()
+        if job is None and n >= probes:
+            break
+        if job is not None and job.done():
+            ended = ended or now
+            if now - ended >= TAIL:
+                break
+        tasks = {t for t in tasks if not t.done()}
+        if len(tasks) < MAX_IN_FLIGHT:
+            tasks.add(asyncio.ensure_future(_probe(port, idle, out, patience)))
+        else:
+            out.skipped += 1
+        n += 1
+        await asyncio.sleep(max(0.0, start + n * PERIOD - time.perf_counter()))
+    await asyncio.gather(*tasks)
+    for conn in idle:
+        await conn.close()
+    return out.summary(), (await job if job is not None else None)
+
+
+class Proxy:
+    """`python -m proxy serve` at one window and settings, against the fake upstream."""
+
+    def __init__(self, upstream: Server, window: int, settings: dict[str, Any], tmp: Path):
+        self.upstream, self.tmp = upstream, tmp
+        self.env = {f"SHRINK_{k.upper()}": str(v) for k, v in settings.items()}
+        cache = bodies.default_tiktoken_dir(procs.ROOT)
+        self.env.update({"TIKTOKEN_CACHE_DIR": cache} if cache else {})
+        (tmp / "empty.env").write_text("")
+        flags = {
+            "--upstream": f"http://127.0.0.1:{upstream.port}/v1",
+            "--log-level": "warning",
+            "--context-window": str(window),
+            "--env-file": str(tmp / "empty.env"),  # a stray .env must not change what runs
+        }
+        self.args = [x for kv in flags.items() for x in kv]
+        self.server: Server | None = None
+
+    def start(self) -> Server:
+        port = procs.free_port()
+        argv = python_module("proxy", "serve", "--port", str(port), *self.args)
+        self.server = Server(f"proxy-{port}", argv, port, env=self.env)
+        self.server.start(self.tmp)
+        self.server.wait_ready(60)
+        return self.server
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def upstream(tmp: Path) -> Server:
+    port = procs.free_port()
+    server = Server("upstream", python_module("bench.overhead.upstream", "--port", str(port)), port)
+    server.start(tmp)
+    server.wait_ready(30)
+    return server
+
+
+def run_case(proxy: Proxy, raw: bytes, probes: int, timeout: float) -> dict[str, Any]:
+    """One heavy request with probes around it, on a running proxy (restarted after a timeout,
+    or when it died): the probes, the heavy request, the proxy's peak RSS over the request."""
+    server = proxy.server or proxy.start()
+    procs.reset_peak_rss(server.pid)
+    rss0 = procs.rss_mb(server.pid)
+    summary, heavy = asyncio.run(measure(server.port, raw, probes, timeout))
+    assert heavy is not None
+    alive = server.proc is not None and server.proc.poll() is None
+    peak = procs.peak_rss_mb(server.pid) - rss0 if alive else float("nan")
+    if heavy["status"] != "200" or not alive:
+        proxy.stop()
+    return {**summary, "heavy": heavy, "proxy_peak_mb": peak, "proxy_alive": alive}
+
+
+def baseline(proxy: Proxy, probes: int, timeout: float) -> dict[str, Any]:
+    server = proxy.server or proxy.start()
+    return asyncio.run(measure(server.port, None, probes, timeout))[0]
