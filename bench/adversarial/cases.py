@@ -149,11 +149,13 @@ def near_limit(size: int) -> Case:
     makers = (texts.test_log, texts.source_file, texts.json_records, texts.prose)
     each = min(300 * KB, max(4 * KB, size // 8))
     messages: list[Message] = [SYSTEM]
-    n = 0
-    while encoded_size(messages) < size - each - 2 * KB:
-        messages.append({"role": "user", "content": f"Now look at part {n}."})
-        messages += tool_turn([makers[n % 4](each, n)], prefix=f"p{n}")
-        messages.append({"role": "assistant", "content": f"Part {n} read. " + texts.prose(200)})
+    total = n = 0
+    while total < size - each - 2 * KB:
+        turn: list[Message] = [{"role": "user", "content": f"Now look at part {n}."}]
+        turn += tool_turn([makers[n % 4](each, n)], prefix=f"p{n}")
+        turn.append({"role": "assistant", "content": f"Part {n} read. " + texts.prose(200)})
+        messages += turn
+        total += encoded_size(turn)
         n += 1
     return Case(body([*messages, QUESTION]))
 

@@ -26,6 +26,7 @@ from bench.overhead.report import percentile
 PERIOD = 0.05  # seconds between two probes
 MAX_IN_FLIGHT = 400  # probes waiting at once (20 s of a stalled proxy); the rest are skipped
 TAIL = 0.5  # seconds probes go on after the heavy request ended: the stall it leaves behind
+PROBE_PATIENCE = 30.0  # seconds a probe waits at most: any longer is already a failure
 
 
 def request(port: int, body: bytes) -> bytes:
@@ -90,7 +91,9 @@ async def _heavy(port: int, raw: bytes, patience: float) -> dict[str, Any]:
         status = _kind(e).removeprefix("status ")
     seconds = time.perf_counter() - start
     after = "closed" if conn.writer is None else "reused"
-    if after == "reused":
+    if status == "timeout":
+        after = "abandoned"  # given up on: what the connection would do next is unknown
+    elif after == "reused":
         try:
             await asyncio.wait_for(conn.request(request(port, PROBE), False), patience)
         except (OSError, asyncio.IncompleteReadError, ResponseError, TimeoutError, ValueError):
@@ -122,7 +125,8 @@ async def measure(
                 break
         tasks = {t for t in tasks if not t.done()}
         if len(tasks) < MAX_IN_FLIGHT:
-            tasks.add(asyncio.ensure_future(_probe(port, idle, out, patience)))
+            wait = min(patience, PROBE_PATIENCE)
+            tasks.add(asyncio.ensure_future(_probe(port, idle, out, wait)))
         else:
             out.skipped += 1
         n += 1

@@ -14,6 +14,7 @@ printed, never asserted (the machines are noisy), except through the per-case ti
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import tempfile
 import time
@@ -52,7 +53,9 @@ HTTP_HEADER = (
 
 
 def fmt(x: float | None, digits: int = 2) -> str:
-    return "" if x is None else f"{x:,.{digits}f}"
+    if x is None:
+        return ""
+    return "-" if math.isnan(x) else f"{x:,.{digits}f}"
 
 
 def case_row(label: str, row: dict[str, Any]) -> str:
@@ -150,11 +153,12 @@ def in_process(args: argparse.Namespace, tmp: Path) -> tuple[list[dict[str, Any]
 def http_row(label: str, r: dict[str, Any]) -> str:
     h = r.get("heavy") or {}
     errors = ", ".join(f"{k} x{v}" for k, v in r["errors"].items()) or "0"
+    errors += f", skipped x{r['skipped']}" if r["skipped"] else ""
     status = f"{h['status']} in {h['seconds']:.2f} s, {h['connection']}" if h else ""
     peak = fmt(r.get("proxy_peak_mb"), 0)
     return (
-        f"| {label} | {status} | {r['probes']} | {r['p50_ms']:,.1f} | {r['p99_ms']:,.1f} | "
-        f"{r['max_ms']:,.1f} | {errors} | {peak} |"
+        f"| {label} | {status} | {r['probes']} | {fmt(r['p50_ms'], 1)} | {fmt(r['p99_ms'], 1)} | "
+        f"{fmt(r['max_ms'], 1)} | {errors} | {peak} |"
     )
 
 
