@@ -47,7 +47,7 @@ class Generator:
 
     @property
     def why(self) -> str:
-        return (self.build.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        return " ".join((self.build.__doc__ or "").split("\n\n")[0].split())
 
     def sizes(self, profile: str) -> tuple[int, ...]:
         return self.smoke if profile == "smoke" else self.full
@@ -327,7 +327,7 @@ def explicit() -> list[Generator]:
         _gen("dropped-blank", blank_dropped, b, [160 * KB], [360 * KB, 4 * MB]),
         _gen("dropped-huge", dropped_huge, b, [512 * KB], [360 * KB, 20 * MB], heavy=True),
         _gen("near-limit", near_limit, b, [2 * MB], [54 * MB], heavy=True),
-        _gen("huge-line", tool_result(texts.words_line), b, [MB], [20 * MB], heavy=True),
+        _gen("huge-line", tool_result(words_line), b, [MB], [20 * MB], heavy=True),
         _gen("huge-line-emoji", tool_result(emoji_line), b, [MB], [20 * MB]),
         _gen("short-lines", short_lines, "lines", [200_000], [2_000_000], heavy=True),
         _gen("blank-lines", blank_lines, "lines", [200_000], [4_000_000]),
@@ -338,7 +338,7 @@ def explicit() -> list[Generator]:
         _gen("deep-object", deep_tool("object"), "depth", [1000, 1024], [1000, 1024, 100_000]),
         _gen("deep-args", deep_args, "depth", [1000], [1000, 1024, 100_000], heavy=True),
         _gen("junk", tool_result(texts.junk), b, [256 * KB], [20 * MB], heavy=True),
-        _gen("base64-line", tool_result(texts.base64_blob), b, [256 * KB], [20 * MB]),
+        _gen("base64-line", tool_result(base64_line), b, [256 * KB], [20 * MB]),
         _gen("base64-wrapped", tool_result(wrapped_base64), b, [256 * KB], [20 * MB]),
         _gen("image-data-url", image, b, [MB], [20 * MB]),
         _gen("cjk", tool_result(texts.cjk), b, [256 * KB], [20 * MB]),
@@ -356,6 +356,16 @@ def explicit() -> list[Generator]:
         _gen("long-ids", long_ids, b, [MB], [20 * MB]),
         _gen("keep-last", keep_last, "tokens", [28_000], [28_000]),
     ]
+
+
+def words_line(chars: int) -> str:
+    """One 20 MB line of words and no newline (a minified bundle, a one-line JSON log)."""
+    return texts.words_line(chars)
+
+
+def base64_line(chars: int) -> str:
+    """Base64 of random bytes on one line (a data blob a tool printed whole)."""
+    return texts.base64_blob(chars)
 
 
 def emoji_line(chars: int) -> str:

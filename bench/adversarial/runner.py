@@ -1,7 +1,7 @@
 """`python -m bench.adversarial`: every case planned in-process, then the head-of-line run.
 
     python -m bench.adversarial [--profile smoke|full] [--only SUBSTRING] [--json FILE]
-        [--no-http]
+        [--no-http] [--keep-bodies] [--list]
 
 In-process: each case's body is written to a file, planned in a forked child (bench.adversarial
 .forks) with a timeout, then replayed in a second worker with another hash seed; one row per
@@ -206,7 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="write the raw figures here")
     parser.add_argument("--no-http", action="store_true", help="skip the head-of-line run")
     parser.add_argument("--keep-bodies", action="store_true", help="keep the body files")
+    parser.add_argument("--list", action="store_true", help="list the generators and exit")
     args = parser.parse_args(argv)
+    if args.list:
+        for gen in cases.generators():
+            smoke, full = (
+                "/".join(gen.label(n).split("@")[1] for n in s) for s in (gen.smoke, gen.full)
+            )
+            print(f"{gen.name} ({gen.unit}: smoke {smoke}, full {full}): {gen.why}")
+        return 0
     corpus.setup_environment()
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="bench-adversarial-"))
