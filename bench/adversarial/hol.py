@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from bench.overhead import bodies, procs
 from bench.overhead.loadgen import HOST, Conn, ResponseError
 from bench.overhead.procs import Server, python_module
@@ -103,23 +105,23 @@ async def _heavy(port: int, raw: bytes, patience: float) -> dict[str, Any]:
 
 
 async def measure(
-    port: int, heavy: bytes | None, probes: int, patience: float
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Probe every PERIOD: `probes` times with no heavy request, else until `heavy` is answered
-    (or `patience` seconds pass) and TAIL after. Returns the probes' summary and the heavy
-    request's status and time."""
+    port: int, heavy: list[bytes], probes: int, patience: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Probe every PERIOD: `probes` times with no heavy request, else until the `heavy` bodies,
+    sent at once, are answered (or `patience` seconds pass) and TAIL after. Returns the probes'
+    summary and each heavy request's status and time."""
     out = Probes()
     idle: list[Conn] = []
     tasks: set[asyncio.Task[None]] = set()
-    job = asyncio.ensure_future(_heavy(port, heavy, patience)) if heavy is not None else None
+    jobs = [asyncio.ensure_future(_heavy(port, raw, patience)) for raw in heavy]
     start = time.perf_counter()
     n = 0
     ended: float | None = None
     while True:
         now = time.perf_counter()
-        if job is None and n >= probes:
+        if not jobs and n >= probes:
             break
-        if job is not None and job.done():
+        if jobs and all(j.done() for j in jobs):
             ended = ended or now
             if now - ended >= TAIL:
                 break
@@ -134,7 +136,30 @@ async def measure(
     await asyncio.gather(*tasks)
     for conn in idle:
         await conn.close()
-    return out.summary(), (await job if job is not None else None)
+    return out.summary(), [await j for j in jobs]
+
+
+def distinct(raw: bytes, k: int) -> bytes:
+    """The body with `[copy k]` before every message's text: as large, and cold (no count
+    or compaction of one copy serves another)."""
+    body = orjson.loads(raw)
+    for m in body["messages"]:
+        if isinstance(m.get("content"), str):
+            m["content"] = f"[copy {k}] " + m["content"]
+    return orjson.dumps(body)
+
+
+# Of several heavy requests' connections, the worst is reported.
+_WORST = ("reused", "closed", "abandoned", "reset")
+
+
+def _combined(heavies: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "status": "/".join(sorted({h["status"] for h in heavies})),
+        "seconds": max(h["seconds"] for h in heavies),
+        "connection": max((h["connection"] for h in heavies), key=_WORST.index),
+        "each": heavies,
+    }
 
 
 class Proxy:
@@ -177,14 +202,18 @@ def upstream(tmp: Path) -> Server:
     return server
 
 
-def run_case(proxy: Proxy, raw: bytes, probes: int, timeout: float) -> dict[str, Any]:
-    """One heavy request with probes around it, on a running proxy (restarted after a timeout,
-    or when it died): the probes, the heavy request, the proxy's peak RSS over the request."""
+def run_case(
+    proxy: Proxy, raw: bytes, probes: int, timeout: float, copies: int = 1
+) -> dict[str, Any]:
+    """`copies` of one heavy request at once with probes around them, on a running proxy
+    (restarted after a timeout, or when it died): the probes, the heavy requests, the proxy's
+    peak RSS over them."""
     server = proxy.server or proxy.start()
     procs.reset_peak_rss(server.pid)
     rss0 = procs.rss_mb(server.pid)
-    summary, heavy = asyncio.run(measure(server.port, raw, probes, timeout))
-    assert heavy is not None
+    bodies_ = [raw] if copies == 1 else [distinct(raw, k) for k in range(copies)]
+    summary, heavies = asyncio.run(measure(server.port, bodies_, probes, timeout))
+    heavy = _combined(heavies)
     alive = server.proc is not None and server.proc.poll() is None
     peak = procs.peak_rss_mb(server.pid) - rss0 if alive else float("nan")
     if heavy["status"] != "200" or not alive:
@@ -194,4 +223,4 @@ def run_case(proxy: Proxy, raw: bytes, probes: int, timeout: float) -> dict[str,
 
 def baseline(proxy: Proxy, probes: int, timeout: float) -> dict[str, Any]:
     server = proxy.server or proxy.start()
-    return asyncio.run(measure(server.port, None, probes, timeout))[0]
+    return asyncio.run(measure(server.port, [], probes, timeout))[0]

@@ -40,6 +40,7 @@ class Profile:
     probes: int  # probes with no load
 
 
+CONCURRENT = 4  # copies of the largest heavy body sent at once (more than the worker threads)
 PROFILES = {"smoke": Profile(15, 20, 60), "full": Profile(120, 180, 100)}
 HEADER = (
     "| case | body MB | msgs | plan s | encode s | encodes | peak RSS MB | RSS x body "
@@ -171,20 +172,24 @@ def over_http(heavy: list[Any], args: argparse.Namespace, tmp: Path) -> tuple[li
     up = hol.upstream(tmp)
     try:
         groups: dict[Any, list[Any]] = {}
-        for label, case, path in heavy:
-            groups.setdefault((case.window, tuple(sorted(case.settings.items()))), []).append(
-                (label, path)
-            )
+        largest = max(heavy, key=lambda h: h[2].stat().st_size)
+        # The largest body also goes CONCURRENT times at once: memory while bodies queue.
+        for i, (label, case, path) in enumerate([*heavy, largest]):
+            key = (case.window, tuple(sorted(case.settings.items())))
+            copies = CONCURRENT if i == len(heavy) else 1
+            groups.setdefault(key, []).append((label, path, copies))
         for (window, settings), items in groups.items():
             proxy = hol.Proxy(up, window, dict(settings), tmp)
             try:
                 base = hol.baseline(proxy, p.probes, p.http_timeout)
                 print(http_row(f"(no load, window {window})", base), flush=True)
                 rows.append({"case": None, "window": window, **base})
-                for label, path in items:
-                    r = hol.run_case(proxy, path.read_bytes(), p.probes, p.http_timeout)
+                for label, path, copies in items:
+                    raw = path.read_bytes()
+                    r = hol.run_case(proxy, raw, p.probes, p.http_timeout, copies)
+                    label = label if copies == 1 else f"{label} x{copies} at once"
                     print(http_row(label, r), flush=True)
-                    rows.append({"case": label, "window": window, **r})
+                    rows.append({"case": label, "window": window, "copies": copies, **r})
                     bad = r["heavy"]["status"] != "200" or r["heavy"]["connection"] == "reset"
                     if bad or r["errors"] or not r["proxy_alive"]:
                         h = r["heavy"]
