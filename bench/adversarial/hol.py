@@ -28,6 +28,7 @@ from bench.overhead.report import percentile
 PERIOD = 0.05  # seconds between two probes
 MAX_IN_FLIGHT = 400  # probes waiting at once (20 s of a stalled proxy); the rest are skipped
 TAIL = 0.5  # seconds probes go on after the heavy request ended: the stall it leaves behind
+KEEPALIVE_EXPIRY = 4.0  # seconds a free probe connection is reused (uvicorn keeps it 5 s)
 PROBE_PATIENCE = 30.0  # seconds a probe waits at most: any longer is already a failure
 
 
@@ -68,8 +69,14 @@ class Probes:
         }
 
 
-async def _probe(port: int, idle: list[Conn], out: Probes, patience: float) -> None:
-    conn = idle.pop() if idle else Conn(port)
+async def _probe(port: int, idle: list[tuple[Conn, float]], out: Probes, patience: float) -> None:
+    """One probe on the most recently freed connection, after closing those idle too long for
+    the server to keep them (uvicorn closes a keep-alive connection after 5 s; httpx's pool
+    expires them after 5 s too, so a real client never writes into one being closed)."""
+    now = time.monotonic()
+    while idle and now - idle[0][1] > KEEPALIVE_EXPIRY:
+        await idle.pop(0)[0].close()
+    conn = idle.pop()[0] if idle else Conn(port)
     try:
         result = await asyncio.wait_for(conn.request(request(port, PROBE), False), patience)
     except (OSError, asyncio.IncompleteReadError, ResponseError, TimeoutError, ValueError) as e:
@@ -77,7 +84,7 @@ async def _probe(port: int, idle: list[Conn], out: Probes, patience: float) -> N
         await conn.close()
         return
     out.latencies.append(result.latency)
-    idle.append(conn)
+    idle.append((conn, time.monotonic()))
 
 
 async def _heavy(port: int, raw: bytes, patience: float) -> dict[str, Any]:
@@ -111,7 +118,7 @@ async def measure(
     sent at once, are answered (or `patience` seconds pass) and TAIL after. Returns the probes'
     summary and each heavy request's status and time."""
     out = Probes()
-    idle: list[Conn] = []
+    idle: list[tuple[Conn, float]] = []
     tasks: set[asyncio.Task[None]] = set()
     jobs = [asyncio.ensure_future(_heavy(port, raw, patience)) for raw in heavy]
     start = time.perf_counter()
@@ -134,7 +141,7 @@ async def measure(
         n += 1
         await asyncio.sleep(max(0.0, start + n * PERIOD - time.perf_counter()))
     await asyncio.gather(*tasks)
-    for conn in idle:
+    for conn, _ in idle:
         await conn.close()
     return out.summary(), [await j for j in jobs]
 

@@ -133,7 +133,7 @@ def in_process(args: argparse.Namespace, tmp: Path) -> tuple[list[dict[str, Any]
     """Every case's row, and (label, case, body file) of the heavy ones for the HTTP run."""
     p = PROFILES[args.profile]
     rows: list[dict[str, Any]] = []
-    heavy: list[Any] = []
+    found: dict[str, list[Any]] = {}
     workers = (Worker(1, tmp / "worker-1.log"), Worker(2, tmp / "worker-2.log"))
     try:
         print(HEADER, flush=True)
@@ -141,14 +141,26 @@ def in_process(args: argparse.Namespace, tmp: Path) -> tuple[list[dict[str, Any]
             row, case, path = run_case(gen, size, label, workers, tmp, p)
             print(case_row(label, row), flush=True)
             rows.append(row)
-            if gen.heavy and size == max(gen.sizes(args.profile)):
-                heavy.append((label, case, path))
+            if gen.heavy:
+                found.setdefault(gen.name, []).append((row, (label, case, path)))
             elif not args.keep_bodies:
                 path.unlink()
     finally:
         for w in workers:
             w.close()
-    return rows, heavy
+    chosen = [worst(sized) for sized in found.values()]
+    for sized in found.values():
+        for _, (_, _, path) in sized:
+            if not args.keep_bodies and all(path is not c[2] for c in chosen):
+                path.unlink()
+    return rows, chosen
+
+
+def worst(sized: list[Any]) -> Any:
+    """Of a heavy generator's sizes, the one sent over HTTP: the first that errored (deep-args
+    at 1,000 levels breaks where 100,000 is refused early), else the largest."""
+    errored = [case for row, case in sized if row["status"] == "error"]
+    return errored[0] if errored else sized[-1][1]
 
 
 def http_row(label: str, r: dict[str, Any]) -> str:
