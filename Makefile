@@ -38,8 +38,10 @@ test: lint $(NODE_SDK)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # ~2 minutes: proxy vs a floor pass-through vs direct; fails on any error or CPU/request > 2.5x floor.
+# Then ~2 minutes of hostile bodies (issue 20); fails on a timeout, an error or a broken invariant.
 bench-smoke: $(BIN)/.installed
 	$(BIN)/python -m bench.overhead --profile smoke
+	$(BIN)/python -m bench.adversarial --profile smoke
 
 clean:
 	rm -rf $(VENV) build *.egg-info
