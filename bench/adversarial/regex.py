@@ -22,6 +22,7 @@ from typing import Any
 # Characters tried, in order, when a pattern item is a class: the first one it accepts.
 _POOL = " a1Z_.-:/=*+(\t\"'#@,;|<>[]{}!?%&$~^`\\é✕中😀\x00"
 _WORD = re.compile(r"\w")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _DIGIT = re.compile(r"\d")
 _SPACE = re.compile(r"\s")
 
@@ -171,7 +172,8 @@ def seeds(pattern: re.Pattern[str], limit: int = 400) -> list[str]:
     # that two adjacent quantifiers can split between them in many ways.
     pool = sorted(chars)
     found += [a + b for a in pool for b in pool if a != b]
-    unique = [s for s in dict.fromkeys(found) if s]
+    # A lone surrogate (a class's range may hold one) has no UTF-8 form: no body can carry it.
+    unique = [s for s in dict.fromkeys(found) if s and not _SURROGATE.search(s)]
     return unique[:limit]
 
 

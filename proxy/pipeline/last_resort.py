@@ -11,6 +11,7 @@ Pure: no I/O, inputs are never mutated.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from itertools import accumulate
 
 from proxy.pipeline.types import Message
 
@@ -139,21 +140,67 @@ def shrink_text_head_tail(text: str, max_tokens: int, count_text: CountText) -> 
         head, tail = text[: n - n // 2], text[len(text) - n // 2 :] if n // 2 else ""
         return join(head, tail, len(text) - n, "char")
 
+    # Where to start looking: the lines whose characters the budget holds at the text's own
+    # token density (a search over the whole range counts dozens of candidates a text).
+    keep_chars = len(text) * max_tokens // max(1, full)
+    guess = _lines_within([len(line) for line in lines], keep_chars)
     best = (
-        _largest_fit(by_lines, len(lines) - 1, max_tokens, count_text) if len(lines) > 1 else None
+        _largest_fit(by_lines, len(lines) - 1, max_tokens, count_text, max(1, guess))
+        if len(lines) > 1
+        else None
     )
     if best is None or count_text(best) < max_tokens // 2:
-        chars = _largest_fit(by_chars, len(text) - 1, max_tokens, count_text)
+        chars = _largest_fit(by_chars, len(text) - 1, max_tokens, count_text, max(1, keep_chars))
         if chars is not None and (best is None or len(chars) > len(best)):
             best = chars
     return best if best is not None else by_chars(0)
 
 
+def _lines_within(lengths: list[int], chars: int) -> int:
+    """The most lines `by_lines` can keep (half from each end) within `chars` characters."""
+    head = list(accumulate(lengths, initial=0))
+    tail = list(accumulate(reversed(lengths), initial=0))
+    low, high = 0, len(lengths) - 1
+    while low < high:  # the largest n with head[n - n // 2] + tail[n // 2] <= chars
+        mid = (low + high + 1) // 2
+        if head[mid - mid // 2] + tail[mid // 2] <= chars:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def _largest_fit(
-    render: Callable[[int], str], high: int, max_tokens: int, count_text: CountText
+    render: Callable[[int], str],
+    high: int,
+    max_tokens: int,
+    count_text: CountText,
+    guess: int | None = None,
 ) -> str | None:
-    """render(n) for the largest n in [1, high] that fits `max_tokens` (binary search), or None."""
+    """render(n) for the largest n in [1, high] that fits `max_tokens` (binary search), or None.
+    `guess`: where the answer likely is; the search first brackets it by doubling steps from
+    there, so a good guess costs a few counts instead of log2(high)."""
     low, found = 1, None
+    if guess is not None and 1 <= guess <= high:
+        candidate = render(guess)
+        if count_text(candidate) <= max_tokens:
+            found, low, step = candidate, guess + 1, max(1, guess // 4)
+            while low <= high:  # up, doubling, until a candidate does not fit
+                probe = min(high, guess + step)
+                candidate = render(probe)
+                if count_text(candidate) > max_tokens:
+                    high = probe - 1
+                    break
+                found, low, guess, step = candidate, probe + 1, probe, step * 2
+        else:
+            high, step = guess - 1, max(1, guess // 4)
+            while high >= low:  # down, doubling, until a candidate fits
+                probe = max(low, guess - step)
+                candidate = render(probe)
+                if count_text(candidate) <= max_tokens:
+                    found, low = candidate, probe + 1
+                    break
+                high, guess, step = probe - 1, probe, step * 2
     while low <= high:
         mid = (low + high) // 2
         candidate = render(mid)
