@@ -66,7 +66,7 @@ def hostile_lines(pattern: re.Pattern[str], chars: int) -> list[str]:
     (every seed, short), half length (the likeliest few, long)."""
     groups = kinds(regex.seeds(pattern, limit=100_000))
     count = sum(map(len, groups))
-    per = max(SHORTEST, min(BREADTH, chars // 2 // (3 * count)))
+    per = max(SHORTEST, min(BREADTH, chars // 2 // (3 * max(1, count))))
     lines: list[str] = []
     for unit in spread(groups, max(1, chars // 2 // (3 * per))):
         for _, text in regex.strings(unit, per):

@@ -37,6 +37,38 @@ def _texts(message: Message) -> list[tuple[int | None, str]]:
     return []
 
 
+# A message with more text parts than this has its runs of them joined before stage 3 cuts it:
+# a part shorter than a marker cannot be cut, so two thousand small ones could never shrink.
+MANY_PARTS = 16
+
+
+def _joined(message: Message) -> Message:
+    """`message` with each run of consecutive text parts joined into one (a copy), when it has
+    more than MANY_PARTS of them; else `message` itself. Other parts keep their places."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return message
+    texts = [
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        for p in content
+    ]
+    if sum(texts) <= MANY_PARTS:
+        return message
+    parts: list[object] = []
+    run: list[str] = []
+    for part, is_text in zip(content, texts, strict=True):
+        if is_text:
+            run.append(part["text"])
+            continue
+        if run:
+            parts.append({"type": "text", "text": "\n".join(run)})
+            run = []
+        parts.append(part)
+    if run:
+        parts.append({"type": "text", "text": "\n".join(run)})
+    return {**message, "content": parts}
+
+
 def _with_text(message: Message, slot: int | None, text: str) -> Message:
     """A copy of `message` with one text slot replaced; the input dicts are never touched."""
     if slot is None:
@@ -60,12 +92,14 @@ def last_resort(
     so a long system prompt and a long tool result share the loss instead of one vanishing.
     Each attempt cuts the original texts (never a cut of a cut) and lowers the level by what is
     still over. Positions in `protect` (the latest user message, the marker) are never altered;
-    tool-call arguments are never touched. Returns (messages, [(position, before, after)], fits).
+    tool-call arguments are never touched; a message of many text parts is cut as the texts of
+    their runs joined (`_joined`). Returns (messages, [(position, before, after)], fits).
     """
     counts = [count(m) for m in messages]
+    work = [m if i in protect else _joined(m) for i, m in enumerate(messages)]
     slots = [
         (i, j, text, count_text(text))
-        for i, m in enumerate(messages)
+        for i, m in enumerate(work)
         if i not in protect
         for j, text in _texts(m)
     ]
@@ -82,7 +116,8 @@ def last_resort(
         out, new_counts = list(messages), list(counts)
         for i, j, text, tokens in slots:
             if tokens > level:
-                out[i] = _with_text(out[i], j, shrink_text_head_tail(text, level, count_text))
+                base = out[i] if out[i] is not messages[i] else work[i]
+                out[i] = _with_text(base, j, shrink_text_head_tail(text, level, count_text))
         for i in {i for i, *_ in slots}:
             if out[i] is not messages[i]:
                 new_counts[i] = count(out[i])

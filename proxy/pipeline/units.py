@@ -55,13 +55,14 @@ def group_units(messages: Sequence[Message], start: int = 0) -> list[tuple[int, 
 
     An assistant message with tool calls owns the results that follow it and answer its ids, in
     any order. A result that answers nothing in the preceding unit is an orphan already; it joins
-    that unit anyway so a cut cannot separate it any further (alone only when it comes first).
-    Both rules come to the same thing: every result joins the unit before it, so the spans do not
-    depend on ids at all, and junk ids cannot break them.
+    that unit anyway so a cut cannot separate it any further. Both rules come to the same thing:
+    every result joins a unit that an assistant message starts, so the spans do not depend on ids
+    at all, and junk ids cannot break them. A result after anything else (a user message,
+    another orphan) stands alone: a run of a thousand orphans is no unit too big to cut.
     """
     units: list[tuple[int, int]] = []
     for i in range(max(start, 0), len(messages)):
-        if units and is_result(messages[i]):
+        if units and is_result(messages[i]) and role_of(messages[units[-1][0]]) == "assistant":
             begin, _ = units[-1]
             units[-1] = (begin, i + 1)
         else:

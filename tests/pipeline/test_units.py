@@ -63,18 +63,18 @@ def test_pinned_count(messages: list[Any], expected: int) -> None:
         ([user(), asst("a"), tool("a"), asst()], 0, [(0, 1), (1, 3), (3, 4)]),
         # parallel calls answered out of order
         ([asst("a", "b", "c"), tool("c"), tool("a"), tool("b"), user()], 0, [(0, 4), (4, 5)]),
-        # a result for an unknown id is an orphan: it joins the unit before it
-        ([user(), tool("zz"), user()], 0, [(0, 2), (2, 3)]),
+        # a result for an unknown id is an orphan: it joins an assistant's unit before it...
         ([asst("a"), tool("a"), tool("zz")], 0, [(0, 3)]),
-        # an orphan first stands alone, and later results join it
-        ([tool("a"), tool("b"), user()], 0, [(0, 2), (2, 3)]),
+        # ... and stands alone after anything else, so a run of orphans can be cut
+        ([user(), tool("zz"), user()], 0, [(0, 1), (1, 2), (2, 3)]),
+        ([tool("a"), tool("b"), user()], 0, [(0, 1), (1, 2), (2, 3)]),
         ([sys(), tool("a"), user()], 1, [(1, 2), (2, 3)]),
         # the unit stops at the first message that is not a result
-        ([asst("a", "b"), tool("a"), user(), tool("b")], 0, [(0, 2), (2, 4)]),
+        ([asst("a", "b"), tool("a"), user(), tool("b")], 0, [(0, 2), (2, 3), (3, 4)]),
         # legacy function results behave like tool results
         ([asst(), {"role": "function", "name": "f", "content": "x"}], 0, [(0, 2)]),
         # junk never raises and is a unit of its own
-        (["junk", None, tool(None), {"content": None}], 0, [(0, 1), (1, 3), (3, 4)]),
+        (["junk", None, tool(None), {"content": None}], 0, [(0, 1), (1, 2), (2, 3), (3, 4)]),
         ([{"role": "assistant", "tool_calls": "nonsense"}, tool("a")], 0, [(0, 2)]),
         ([user()], 5, []),
     ],
@@ -110,9 +110,10 @@ def test_units_partition_and_keep_results_with_their_call(messages: list[Any], s
     assert all(begin < end for begin, end in units)
     for n, (begin, end) in enumerate(units):
         head = messages[begin]
-        # only the first unit may start with a result
-        if n:
-            assert not (isinstance(head, dict) and head.get("role") in ("tool", "function"))
+        # a unit starts with a result only when no assistant message starts the unit before it
+        if n and isinstance(head, dict) and head.get("role") in ("tool", "function"):
+            before = messages[units[n - 1][0]]
+            assert not (isinstance(before, dict) and before.get("role") == "assistant")
         # every result that answers the head's calls, directly after it, is inside the unit
         ids = call_ids(head)
         i = begin + 1
