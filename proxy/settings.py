@@ -178,7 +178,7 @@ class Settings(BaseSettings):
         "everything in this process.",
     )
     process_min_bytes: int = Field(
-        4 * 1024 * 1024,
+        1024 * 1024,
         ge=0,
         description="Request bodies at least this large are planned in a worker process "
         "(`SHRINK_PLAN_PROCESSES`).",

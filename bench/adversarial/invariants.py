@@ -16,11 +16,36 @@ import orjson
 
 from bench.corpus import pairing_ok
 from proxy.pipeline import Plan
-from proxy.pipeline.units import pinned_count
+from proxy.pipeline.units import group_units, pinned_count
 from proxy.tokens import REPLY_PRIMING, TokenCounter
 
 # Room a trim marker with its facts may need beside the pinned and latest user messages.
 MARKER_SLACK = 512
+
+
+def _bare(m: Any) -> Any:
+    """`m` with every text emptied: what no cut of stage 3 can take from it (ids, calls)."""
+    if not isinstance(m, dict):
+        return m
+    content = m.get("content")
+    if isinstance(content, str):
+        return {**m, "content": ""}
+    if isinstance(content, list):
+        return {**m, "content": [{"type": "text", "text": ""}]}
+    return m
+
+
+def _keepable(before: list[Any], k: int, counter: TokenCounter, budget: int, tools: Any) -> bool:
+    """Whether the last `k` messages could be kept at all: the units holding them, their texts
+    all cut away, fit beside the pinned messages and the tools. Past that the pipeline drops
+    the oldest of them, as the README says (a call whose ids alone outgrow the window)."""
+    p = pinned_count(before)
+    first = max(p, len(before) - k)
+    start = next((b for b, e in group_units(before, p) if b <= first < e), first)
+    floor = counter.count_tools(tools) + REPLY_PRIMING
+    floor += sum(counter.count_message(m) for m in before[:p])
+    floor += sum(counter.count_message(_bare(m)) for m in before[start:])
+    return floor <= budget
 
 
 def _last_user(messages: list[Any]) -> Any:
@@ -58,7 +83,11 @@ def check(
     if pairing_ok(before) and not pairing_ok(out):
         failed["pairing"] = "a tool result lost its call, or a call its results"
     k = min(keep_last, len(before))
-    if k and [_shape(m) for m in out[-k:]] != [_shape(m) for m in before[-k:]]:
+    if (
+        k
+        and [_shape(m) for m in out[-k:]] != [_shape(m) for m in before[-k:]]
+        and _keepable(before, k, counter, report.budget, body.get("tools"))
+    ):
         failed["keep-last"] = f"the last {k} messages are not all kept"
     try:
         orjson.dumps(out)

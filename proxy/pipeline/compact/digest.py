@@ -29,7 +29,8 @@ HEAD_LINES = 600
 TAIL_LINES = 1_000
 EDGE_CHARS = 128 * 1024  # head or tail, at most
 MAX_PICKS = 2_000  # ranked lines from the middle (each with a line of context on both sides)
-CHUNK = 1 << 20  # the middle is read in pieces of about this many characters
+CHUNK = 1 << 16  # the middle is read in pieces of about this many characters (each one C call
+# of the line-start scan holds the GIL: 64K characters of one-character lines take ~50 ms)
 
 
 @dataclass(frozen=True)
