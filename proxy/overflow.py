@@ -30,6 +30,7 @@ guess. The wordings below are the real ones, as the backends write them:
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -249,6 +250,14 @@ class Calibration:
 
     Our counter is tiktoken; the model's tokenizer is not. The ratio says by how much to scale
     our estimate (or the window) so a budget computed in our units fits the backend's.
+
+    What plans use is not the running average but an *applied* ratio that moves rarely and in
+    steps: every sample moves the average a little, and a budget that followed it would move
+    the cut of a long conversation back and forth turn after turn (on llama.cpp's server a
+    budget drifting 3,943 -> 2,716 moved the cut 46 -> 44 -> 46, each move a full re-read). The
+    applied ratio is the average rounded up to a multiple of `step` (up: a budget too small
+    costs some history, one too large an overflow); it follows the average up as soon as the
+    average passes it, and down only once the average is `fall` steps below it.
     Thread-safe: plans run in worker threads while responses are read on the event loop.
     """
 
@@ -260,14 +269,31 @@ class Calibration:
         min_estimate: int = 256,
         min_samples: int = 3,
         bounds: tuple[float, float] = (0.5, 2.0),
+        step: float = 1 / 16,
+        fall: float = 2.0,
     ):
         self.alpha = alpha
         self.max_models = max_models
         self.min_estimate = min_estimate
         self.min_samples = min_samples
         self.bounds = bounds
-        self._ratios: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        self.step = step
+        self.fall = fall
+        self.changes = 0  # times an applied ratio was set or moved (for /metrics)
+        # model -> (running average, samples, applied ratio or None before min_samples)
+        self._ratios: OrderedDict[str, tuple[float, int, float | None]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def _quantized(self, ratio: float) -> float:
+        # A hair below a multiple stays on it (float noise must not add a step).
+        return round(math.ceil(ratio / self.step - 1e-9) * self.step, 6)
+
+    def _applied(self, ratio: float, n: int, applied: float | None) -> float | None:
+        if n < self.min_samples:
+            return None
+        if applied is None or ratio > applied or ratio < applied - self.fall * self.step:
+            return self._quantized(ratio)
+        return applied
 
     def record(self, model: str, estimated: int, reported: int | None) -> None:
         """One observation. Small prompts (fixed overhead dominates) and outliers outside the
@@ -279,19 +305,26 @@ class Calibration:
         if not low <= sample <= high:
             return
         with self._lock:
-            ratio, n = self._ratios.pop(model, (sample, 0))
+            ratio, n, applied = self._ratios.pop(model, (sample, 0, None))
             ratio = sample if n == 0 else ratio + self.alpha * (sample - ratio)
-            self._ratios[model] = (ratio, n + 1)
+            moved = self._applied(ratio, n + 1, applied)
+            if moved != applied:
+                self.changes += 1
+            self._ratios[model] = (ratio, n + 1, moved)
             while len(self._ratios) > self.max_models:
                 self._ratios.popitem(last=False)
 
     def ratio(self, model: str) -> float | None:
-        """reported / estimated for `model`, once there are enough samples to trust."""
+        """The applied reported/estimated ratio for `model`, once there are enough samples."""
         with self._lock:
             found = self._ratios.get(model)
-        if found is None or found[1] < self.min_samples:
-            return None
-        return found[0]
+        return None if found is None else found[2]
+
+    def average(self, model: str) -> float | None:
+        """The running average behind `ratio` (what the last samples say), for reports."""
+        with self._lock:
+            found = self._ratios.get(model)
+        return None if found is None or found[1] < self.min_samples else found[0]
 
     def adjust_window(self, model: str, window: int) -> int:
         """`window` in our token units: smaller when the backend counts more than we do (never
@@ -301,4 +334,4 @@ class Calibration:
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
-            return {m: round(r, 4) for m, (r, n) in self._ratios.items() if n >= self.min_samples}
+            return {m: a for m, (_, _, a) in self._ratios.items() if a is not None}

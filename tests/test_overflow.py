@@ -441,9 +441,10 @@ def test_calibration_ewma_needs_enough_samples() -> None:
     cal.record("m", 1000, 1200)
     assert cal.ratio("m") is None
     cal.record("m", 1000, 1400)
-    assert cal.ratio("m") == pytest.approx(1.3)
-    assert cal.snapshot() == {"m": 1.3}
-    assert cal.adjust_window("m", 13000) == 10000
+    assert cal.average("m") == pytest.approx(1.3)
+    assert cal.ratio("m") == 1.3125  # rounded up to a sixteenth
+    assert cal.snapshot() == {"m": 1.3125}
+    assert cal.adjust_window("m", 13125) == 10000
     assert cal.ratio("other") is None and cal.adjust_window("other", 8192) == 8192
 
 
@@ -456,8 +457,31 @@ def test_calibration_ignores_small_prompts_outliers_and_missing_counts() -> None
     cal.record("m", 10000, 0)
     assert cal.ratio("m") is None
     cal.record("m", 10000, 9000)
-    assert cal.ratio("m") == pytest.approx(0.9)
+    assert cal.ratio("m") == 0.9375
     assert cal.adjust_window("m", 8192) == 8192  # never enlarges the window
+
+
+def test_calibration_moves_rarely_and_in_steps() -> None:
+    """Noise around a ratio leaves the applied ratio (and so the budget) where it is; it follows
+    the average up at once and down only past a margin, so budgets do not drift turn by turn."""
+    cal = Calibration(alpha=0.2, min_samples=3)
+    for reported in (1450, 1450, 1450):
+        cal.record("m", 1000, reported)
+    assert cal.ratio("m") == 1.5 and cal.changes == 1
+    seen = set()
+    for i in range(200):  # +-4% of noise around 1.45: the window never moves
+        cal.record("m", 1000, 1450 + (58 if i % 3 == 0 else -29 * (i % 2)))
+        seen.add(cal.adjust_window("m", 4096))
+    assert seen == {2730} and cal.changes == 1
+    for _ in range(30):  # the tokenizer really counts more: up as the average climbs
+        cal.record("m", 1000, 1600)
+    assert cal.ratio("m") == 1.625 and cal.changes == 3  # 1.5 -> 1.5625 -> 1.625
+    for _ in range(40):  # and a little less: stays (never flaps back and forth)
+        cal.record("m", 1000, 1530)
+    assert cal.ratio("m") == 1.625 and cal.changes == 3
+    for _ in range(40):  # much less: down, once the average is two steps below
+        cal.record("m", 1000, 1200)
+    assert cal.ratio("m") == 1.25 and cal.changes <= 6
 
 
 def test_calibration_is_bounded() -> None:

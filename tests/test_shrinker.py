@@ -211,18 +211,27 @@ def test_the_memo_changes_no_plan_and_is_kept_per_encoding() -> None:
     assert kinds.count("tool") == 2 and kinds.count("facts-text") >= 2
 
 
-def test_remembered_replays_change_no_plan_across_reserves_and_turns() -> None:
-    """Stage 2's replay memo: a shared shrinker seeing each turn of a growing conversation with
-    several completion reserves (each its own budget, the same stage 1) plans exactly what a
-    fresh one plans."""
+def long_session(turns: int = 40) -> list[dict[str, Any]]:
     full: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
-    for i in range(40):
+    for i in range(turns):
         full.append({"role": "user", "content": f"Question {i}: " + "why is it slow? " * 40})
         full.append({"role": "assistant", "content": f"Answer {i}: " + "it allocates. " * 50})
-    shared = Shrinker(Settings(context_window=8192), Tokenizers())
+    return full
+
+
+def cut_of(plan: Any) -> int:
+    """Where the kept history resumes (0: nothing dropped)."""
+    return next((d.index for d in plan.report.details if d.stage == "trim"), 0)
+
+
+def test_remembered_replays_change_no_plan_across_turns() -> None:
+    """Stage 2's replay memo: a shared shrinker seeing each turn of a growing conversation at
+    one completion reserve plans exactly what a fresh one plans, for each reserve."""
+    full = long_session()
     cuts = set()
-    for turn in range(41, len(full) + 1, 2):
-        for max_tokens in (None, 3000, 256, 1500):
+    for max_tokens in (None, 3000, 256, 1500):
+        shared = Shrinker(Settings(context_window=8192), Tokenizers())
+        for turn in range(41, len(full) + 1, 2):
             body: dict[str, Any] = {"model": "m", "messages": full[:turn]}
             if max_tokens:
                 body["max_tokens"] = max_tokens
@@ -231,8 +240,34 @@ def test_remembered_replays_change_no_plan_across_reserves_and_turns() -> None:
             assert plan.messages == expected.messages, (turn, max_tokens)
             assert plan.report == expected.report
             cuts.add((max_tokens, plan.report.actions.get("trim")))
+        assert any(isinstance(k, tuple) and k[0] == "replay" for k in shared.memo)
     assert len(cuts) > 8  # the budgets really cut in different places
-    assert any(isinstance(k, tuple) and k[0] == "replay" for k in shared.memo)
+
+
+def test_a_budget_that_moves_between_turns_never_moves_the_cut_back() -> None:
+    """The replay is not monotone in the budget: planned fresh, a slightly smaller budget can
+    keep more history. A budget that drifts between turns (calibration, a client varying
+    max_tokens) must still never move the cut towards the front: each move back is a full
+    re-read by the backend. The cut the conversation was last sent with is its floor."""
+    full = long_session(60)
+    shared = Shrinker(Settings(context_window=8192), Tokenizers())
+    reserves = [256, 1900, 700, 3000, 1200, 2500, 400, 1700]
+    kept, fresh_back = 0, 0
+    last_fresh = 0
+    for i, turn in enumerate(range(41, len(full) + 1, 2)):
+        for j in range(2):  # the same request twice, with another budget
+            body = {"model": "m", "messages": full[:turn], "max_tokens": reserves[(i + j) % 8]}
+            plan = shared.plan_sync(body, "trim")
+            assert plan.report.fits
+            cut = cut_of(plan)
+            assert cut >= kept, (turn, body["max_tokens"], cut, kept)
+            kept = cut
+            alone = Shrinker(Settings(context_window=8192), Tokenizers())
+            fresh = cut_of(alone.plan_sync(body, "trim"))
+            fresh_back += fresh < last_fresh
+            last_fresh = fresh
+    assert fresh_back > 0  # planned without the floor, these budgets do move the cut back
+    assert kept > 0
 
 
 def test_cache_bounds_come_from_the_settings() -> None:

@@ -75,6 +75,8 @@ class _Context:
     span: list[Message] = field(default_factory=list)
     marker_index: int | None = None
     work: Budgeter | None = None  # a budget per stage-1 text (proxy.pipeline.work)
+    # keys.prefixes of the messages as sent (stage 1 leaves their number and order alone)
+    floor_chain: list[bytes] | None = None
 
 
 def shrink(
@@ -115,6 +117,8 @@ def shrink(
             budget, counter, policy, fixed_tokens, memo, report, room, room, facts_tokens, True
         )
         ctx.work = work
+    if memo is not None:
+        ctx.floor_chain = keys.prefixes(messages, counter.key_of)
     out = list(messages)
     for stage in STAGES[mode]:
         if stage is _trim and _total(out, counter, fixed_tokens) <= budget.prompt:
@@ -356,7 +360,10 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         memo=ctx.memo,
         # Everything a replay depends on besides the messages themselves.
         seed=(counter.name, ctx.room, ctx.policy, note is not None, ctx.facts_tokens),
+        # ... and what the cut an earlier turn was sent with depends on, its budget aside.
+        floor_seed=(counter.name, ctx.policy, ctx.facts_in_cut),
         chain=chain,
+        floor_chain=ctx.floor_chain,
     )
     if notes is not None:
         notes.save()

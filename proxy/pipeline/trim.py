@@ -205,6 +205,19 @@ def _resume(
     return 0, 0
 
 
+def _floor(
+    chain: Sequence[bytes], key: bytes, memo: MutableMapping[Hashable, Any], p: int
+) -> tuple[int, int] | None:
+    """(n, k): the longest earlier request of this conversation (its first n messages) was cut
+    at message k, whatever its budget; None when none is remembered."""
+    for n in range(len(chain) - 1, p, -1):
+        try:
+            return n, memo[("floor", key, chain[n])]
+        except KeyError:
+            continue
+    return None
+
+
 def trim_history(
     messages: list[Message],
     budget: int,
@@ -217,7 +230,9 @@ def trim_history(
     key_of: KeyOf | None = None,
     memo: MutableMapping[Hashable, Any] | None = None,
     seed: Hashable = None,
+    floor_seed: Hashable = None,
     chain: Sequence[bytes] | None = None,
+    floor_chain: Sequence[bytes] | None = None,
 ) -> TrimResult | None:
     """Drop the oldest history at a sticky cut so the messages fit `budget`; None if they fit.
 
@@ -234,6 +249,16 @@ def trim_history(
     replay depends on: budget, policy, counter, note): the next turn, which resends the same
     prefix, replays only its new messages. `chain` (keys.prefixes of `messages`), when the
     caller has it, saves building it from `key_of`.
+
+    The replay is a function of the budget too, and not a monotone one: a slightly smaller
+    budget can arrive at a shallower cut (the cut moved at other prefixes). A budget that moves
+    between turns (calibration, a client varying max_tokens) would then move the cut back and
+    forth, each move a full re-read by the backend. So the memo also remembers, under
+    `floor_seed` (what a cut depends on besides the messages and the budget), the cut each
+    request of the conversation was sent with, and a later request never cuts in front of it:
+    its replay resumes from that cut at its own budget, so the cut only moves forward.
+    `floor_chain` names the prefixes of the messages as the client sent them (before stage 1,
+    whose cuts depend on the window): default `chain`.
     """
     counts = [count(m) for m in messages]
     total = sum(counts)
@@ -311,6 +336,19 @@ def trim_history(
     cut_unit = _replay_cut(
         len(messages), prefix, p, starts, budget, policy, weigh, note is not None, resume
     )
+    floor_key = keys.digest(b"floor", repr(floor_seed).encode())
+    floor_chain = chain if floor_chain is None else floor_chain
+    floor = None
+    if floor_chain is not None and memo is not None:
+        floor = _floor(floor_chain, floor_key, memo, p)
+    if floor is not None and floor[1] > starts[cut_unit] * (cut_unit > 0):
+        n, k = floor
+        b = next((b for b, s in enumerate(starts) if s == k), None)
+        if b is not None and k <= n <= len(messages):
+            # Never in front of where an earlier turn was cut: resume the replay from there.
+            cut_unit = _replay_cut(
+                len(messages), prefix, p, starts, budget, policy, weigh, note is not None, (n, b)
+            )
     if chain is not None and memo is not None and resume[0] < len(messages):
         memo[("replay", seed_key, chain[-1])] = starts[cut_unit] if cut_unit else 0
     replayed = cut_unit or None
@@ -362,18 +400,24 @@ def trim_history(
         tokens = sum(count(m) for m in out)
         return TrimResult(out, n_dropped, t_dropped, cut, carried, fits, total, tokens, shrunk)
 
-    found = first_fit(newest=False)
-    if found is not None:
-        return found
-    # The newest `keep_last` messages alone do not fit (with what must come with them): they
-    # stay, and the largest texts kept are cut head+tail, the deepest cut within `limit` having
-    # dropped all the older history it may. Only when even that cannot fit does a cut drop
-    # some of them, and then the last resort cuts at the last unit.
-    last = len(units) - 1
-    deepest = max((b for b in within if b), default=0)
-    if deepest < last:
-        kept = shrunk_at(deepest)
-        if kept.fits:
-            return kept
-    found = first_fit(newest=True)
-    return found if found is not None else shrunk_at(last)
+    def chosen() -> TrimResult:
+        found = first_fit(newest=False)
+        if found is not None:
+            return found
+        # The newest `keep_last` messages alone do not fit (with what must come with them):
+        # they stay, and the largest texts kept are cut head+tail, the deepest cut within
+        # `limit` having dropped all the older history it may. Only when even that cannot fit
+        # does a cut drop some of them, and then the last resort cuts at the last unit.
+        last = len(units) - 1
+        deepest = max((b for b in within if b), default=0)
+        if deepest < last:
+            kept = shrunk_at(deepest)
+            if kept.fits:
+                return kept
+        found = first_fit(newest=True)
+        return found if found is not None else shrunk_at(last)
+
+    result = chosen()
+    if floor_chain is not None and memo is not None and result.cut > p and result.fits:
+        memo[("floor", floor_key, floor_chain[-1])] = result.cut
+    return result
