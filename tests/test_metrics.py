@@ -6,7 +6,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.collectors import OTHER, UNKNOWN, LabelBound
-from proxy.metrics import Metrics
+from proxy.metrics import NO_MODEL, Metrics
 from proxy.pipeline.types import Report, StageAction
 from proxy.usage import percentile
 
@@ -108,9 +108,10 @@ def test_model_labels_are_bounded():
         for (name, labels) in samples(m)
         if name == "shrink_tokens_saved_total"
     }
-    assert models == {"m0", "m1", "m2", OTHER, UNKNOWN}
+    # A request that names no model is "none"; one whose name cannot be shown, "unknown".
+    assert models == {"m0", "m1", "m2", OTHER, UNKNOWN, NO_MODEL}
     by_model = {row["model"]: row["requests"] for row in m.stats()["by_model"]}
-    assert by_model == {"m0": 1, "m1": 1, "m2": 1, OTHER: 7, UNKNOWN: 2}
+    assert by_model == {"m0": 1, "m1": 1, "m2": 1, OTHER: 7, UNKNOWN: 1, NO_MODEL: 1}
 
 
 def test_label_bound_cleans_and_truncates():
@@ -187,6 +188,7 @@ def test_stats_totals_percentages_and_latency():
     assert [row["model"] for row in s["by_model"]] == ["a", "b"]  # most saved first
     assert s["by_stage"] == [{"stage": "tools", "actions": 1, "requests": 1, "tokens_saved": 750}]
     assert s["latency"] == {
+        "requests": 3,
         "duration_p50_ms": 2000.0,
         "duration_p95_ms": 3000.0,
         "ttfb_p50_ms": 100.0,
