@@ -159,10 +159,11 @@ async def chat_completions(request: Request) -> Response:
         mode=mode,
         tokens_before=report.tokens_before,
         tokens_after=report.tokens_after,
-        budget=report.budget if planned else None,
         actions=report.actions_header,
         shrink_ms=round((time.perf_counter() - ex.started) * 1000, 2),
     )
+    if planned:
+        ex.fields["budget"] = report.budget
     ex.extra_headers = shrink_headers(report, budget=planned)
     if not report.fits and mode in ("auto", "trim", "compact"):
         ex.log(status=400, error="context_length_exceeded")
