@@ -383,13 +383,10 @@ async def passthrough(request: Request) -> Response:
     ex = Exchange(request, state, request_id_of(request))
     authorize(request, state)
     raw = await read_body(request, state.settings.max_body_bytes)
-    # The model the body names (embeddings, completions...): a figure without one is no model's.
-    ex.fields.update(
-        route="passthrough",
-        request_id=ex.request_id,
-        path=request.url.path,
-        model=guess_model(raw) if raw else None,
-    )
+    ex.fields.update(route="passthrough", request_id=ex.request_id, path=request.url.path)
+    # The model the body names (embeddings, completions...); without one, figures are no model's.
+    if raw and (model := guess_model(raw)) is not None:
+        ex.fields["model"] = model
     try:
         resp = await ex.open(raw, body_changed=False)
     except ClientGone:
