@@ -10,6 +10,7 @@ import logging
 import time
 
 import httpx
+import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -67,6 +68,23 @@ def test_a_stream_read_to_its_done_and_closed_is_complete_not_a_disconnect(proxy
     assert "client_disconnected" not in request_lines(caplog)[-1]
     text = httpx.get(f"{proxy_url}/metrics").text
     assert metric(text, "shrink_client_disconnects_total") == 0
+
+
+def test_the_openai_sdk_closing_after_done_is_a_complete_request(proxy_url):
+    """The real SDK (openai 1.x+ `Stream.__stream__`) breaks at `[DONE]` and closes the
+    response at once, whatever the upstream still has to say."""
+    with openai.OpenAI(base_url=proxy_url + "/v1", api_key="x", max_retries=0) as client:
+        for _ in range(3):
+            stream = client.chat.completions.create(
+                model="fake-model",
+                messages=CHAT["messages"],  # type: ignore[arg-type]
+                stream=True,
+                extra_headers={"x-fake-linger": "3"},
+            )
+            assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    s = wait_for_requests(proxy_url, 3)
+    assert s["totals"]["client_disconnects"] == 0
+    assert [r["status"] for r in s["recent"]] == [200, 200, 200]
 
 
 def test_a_client_that_leaves_mid_stream_is_still_a_disconnect(proxy_url):
