@@ -205,11 +205,10 @@ class WindowDiscovery:
                 del self._cache[model]
 
     def snapshot(self) -> dict[str, int]:
-        """Known windows by model, for metrics and the dashboard."""
-        now = self.clock()
-        return {
-            m: e.window for m, e in self._cache.items() if e.window is not None and e.expires > now
-        }
+        """Known windows by model, for metrics and the dashboard: the last one found, also once
+        its entry is due for a fresh probe (the next request probes; until then it is still the
+        window requests are planned for, and /stats showed `{}` between requests)."""
+        return {m: e.window for m, e in self._cache.items() if e.window is not None}
 
     def _done(self, model: str, task: asyncio.Task[int | None]) -> None:
         if self._inflight.get(model) is task:

@@ -23,13 +23,15 @@ from fastapi.responses import Response
 from proxy.errors import ProxyError
 from proxy.pipeline import Report
 from proxy.relay import DisconnectWatch, Relay, RelayOutcome
-from proxy.sse import UsageTap, json_usage, prompt_tokens
+from proxy.sse import UsageTap, cache_fields, json_report, prefix_reuse, prompt_tokens
 from proxy.upstream import request_headers, response_headers
 
 if TYPE_CHECKING:
     from proxy.app import AppState
 
 log = logging.getLogger("proxy.request")
+
+CACHE_FIELDS = ("cached_tokens", "cache_n", "prompt_n")
 
 # Non-stream chat answers up to this size are read whole for inspection; larger ones stream.
 INSPECT_LIMIT = 8 * 1024 * 1024
@@ -52,6 +54,8 @@ class Exchange:
     on_usage: Callable[[dict[str, Any] | None], None] | None = None
     ttfb: float | None = None
     report: Report | None = None  # for metrics: what the pipeline did
+    # (conversation root digest, where the trim cut is) for counting cut moves; see routes.
+    cut: tuple[bytes, int] | None = None
     _watch: DisconnectWatch | None = None
 
     # --- opening -------------------------------------------------------------------------------
@@ -154,7 +158,7 @@ class Exchange:
 
         def done(outcome: RelayOutcome) -> None:
             if tap is not None:
-                self.note_usage(tap.usage)
+                self.note_usage(tap.usage, tap.timings)
             error = outcome.error.code if outcome.error else None
             self.log(
                 status=resp.status_code,
@@ -176,16 +180,19 @@ class Exchange:
             tap=tap if event_stream else None,
         )
 
-    def note_usage(self, usage: dict[str, Any] | None) -> None:
+    def note_usage(
+        self, usage: dict[str, Any] | None, timings: dict[str, Any] | None = None
+    ) -> None:
         self.usage = usage
         n = prompt_tokens(usage)
         if n is not None:
             self.fields["upstream_prompt_tokens"] = n
+        self.fields.update(cache_fields(usage, timings))
         if self.on_usage is not None:
             self.on_usage(usage)
 
     def note_json_usage(self, body: bytes) -> None:
-        self.note_usage(json_usage(body))
+        self.note_usage(*json_report(body))
 
     # --- logging -------------------------------------------------------------------------------
 
@@ -207,6 +214,9 @@ class Exchange:
 
         shrink_ms = entry.get("shrink_ms")
         upstream_tokens = entry.get("upstream_prompt_tokens")
+        if not isinstance(upstream_tokens, int):
+            upstream_tokens = None
+        cache = {k: v for k in CACHE_FIELDS if isinstance(v := entry.get(k), int)}
         self.state.metrics.observe_request(
             text("route") or "other",
             status=int(entry["status"]),
@@ -222,7 +232,10 @@ class Exchange:
             error=text("error"),
             upstream_error=text("upstream_error"),
             client_disconnected=bool(entry.get("client_disconnected")),
-            upstream_prompt_tokens=upstream_tokens if isinstance(upstream_tokens, int) else None,
+            upstream_prompt_tokens=upstream_tokens,
+            prefix_reuse=prefix_reuse(cache, upstream_tokens),
+            path=text("path"),
+            cut=self.cut,
         )
 
 

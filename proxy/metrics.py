@@ -31,7 +31,8 @@ from prometheus_client import (
 )
 
 from proxy.collectors import OTHER, UNKNOWN, CacheInfoFn, LabelBound, ScrapeCollector
-from proxy.usage import RequestRecord, Usage, short_id
+from proxy.cuts import CutTracker
+from proxy.usage import RequestRecord, Usage, short_id, short_path
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The model label of requests that name none (pass-through GET /v1/models, say): "unknown" is
+# for a name that cannot be shown (not a string, no printable characters).
+NO_MODEL = "none"
 KNOWN_STAGES = ("tools", "trim", "truncate", "summary", "work_budget")
 # LLM requests run from milliseconds (a cached /v1/models) to minutes (a long generation).
 SLOW_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -73,6 +77,9 @@ class Metrics:
         self.summaries: dict[str, list[float]] = {}  # outcome -> [calls, seconds]
         self.lock = threading.Lock()
         self.active = 0
+        self.cuts = CutTracker()
+        self.cut_moves_total = 0
+        self.calibration_changes_total = 0
         if process_metrics:
             ProcessCollector(registry=r)
             PlatformCollector(registry=r)
@@ -125,6 +132,47 @@ class Metrics:
         self.upstream_tokens = counter(
             "shrink_upstream_prompt_tokens",
             "Prompt tokens as the upstream counted them (its usage report, when it sent one).",
+            "model",
+        )
+        self.fitting_before = counter(
+            "shrink_fitting_tokens_before",
+            "Prompt tokens as clients sent them, of requests whose prompt already fit its budget "
+            "(the backend could have taken them unshrunk), by model.",
+            "model",
+        )
+        self.fitting_saved = counter(
+            "shrink_fitting_tokens_saved",
+            "Prompt tokens removed from requests whose prompt already fit its budget, by model.",
+            "model",
+        )
+        self.cache_prompt = counter(
+            "shrink_upstream_cache_prompt_tokens",
+            "Prompt tokens of the requests whose upstream reported its prefix cache "
+            "(usage.prompt_tokens_details.cached_tokens, or llama.cpp's cache_n + prompt_n).",
+            "model",
+        )
+        self.cache_hit = counter(
+            "shrink_upstream_cached_tokens",
+            "Of those, the prompt tokens the upstream served from its prefix cache (cached_tokens "
+            "or llama.cpp's cache_n); over shrink_upstream_cache_prompt_tokens: prefix reuse.",
+            "model",
+        )
+        self.cache_reports = counter(
+            "shrink_upstream_cache_reports",
+            "Requests whose upstream reported its prefix cache, by model.",
+            "model",
+        )
+        self.cut_moves = counter(
+            "shrink_cut_moves",
+            "Requests whose trim cut (where the kept history starts) differs from the previous "
+            "request's of the same conversation: each one makes the backend rebuild its prefix "
+            "cache from the cut on.",
+            "model",
+        )
+        self.calibration_changes = counter(
+            "shrink_calibration_changes",
+            "Changes of the token-count ratio the planner applies to a model's window (its "
+            "counts against the backend's): each one changes budgets, and can move cuts.",
             "model",
         )
         self.actions = counter(
@@ -225,16 +273,21 @@ class Metrics:
         upstream_error: str | None = None,
         client_disconnected: bool = False,
         upstream_prompt_tokens: int | None = None,
+        prefix_reuse: tuple[int, int] | None = None,
+        path: str | None = None,
+        cut: tuple[bytes, int] | None = None,
     ) -> None:
         """One finished request. Call it exactly once per request, when the relay has ended.
 
         `sent` is False when the prompt never reached the upstream (rejected as too large, the
         upstream unreachable): the request and its report appear in the recent list, but its
         tokens are not added to the totals, since nothing was sent or saved.
-        `upstream_prompt_tokens` is the upstream's own count from its usage report, if any.
+        `upstream_prompt_tokens` is the upstream's own count from its usage report, if any;
+        `prefix_reuse` its (prompt, cached) tokens when it reported its prefix cache; `cut` the
+        request's (conversation root, trim cut), see `proxy.cuts`.
         """
         route_l = self.route_label(route)
-        model_l = self.model_label(model) if model is not None else UNKNOWN
+        model_l = self.model_label(model) if model is not None else NO_MODEL
         self.requests.labels(route_l, str(status), model_l).inc()
         self.duration.labels(route_l).observe(duration_s)
         if ttfb_s is not None:
@@ -245,6 +298,14 @@ class Metrics:
             self.disconnects.labels(route_l).inc()
         if upstream_prompt_tokens is not None:
             self.upstream_tokens.labels(model_l).inc(upstream_prompt_tokens)
+        if prefix_reuse is not None:
+            self.cache_reports.labels(model_l).inc()
+            self.cache_prompt.labels(model_l).inc(prefix_reuse[0])
+            self.cache_hit.labels(model_l).inc(prefix_reuse[1])
+        if cut is not None and sent and self.cuts.moved(*cut):
+            self.cut_moves.labels(model_l).inc()
+            with self.lock:
+                self.cut_moves_total += 1
         if error:
             self.errors.labels(route_l, self.code_label(error)).inc()
         if upstream_error:
@@ -256,16 +317,21 @@ class Metrics:
         if report is not None:
             for detail in report.details:
                 stage = self.stage_label(detail.stage)
-                cut = max(detail.tokens_before - detail.tokens_after, 0)
-                stage_saved[stage] = stage_saved.get(stage, 0) + cut
+                removed = max(detail.tokens_before - detail.tokens_after, 0)
+                stage_saved[stage] = stage_saved.get(stage, 0) + removed
             for stage, n in report.actions.items():
                 label = self.stage_label(stage)
                 actions[label] = actions.get(label, 0) + n
+        # The client's prompt fit its budget as sent: the backend could have taken it unshrunk.
+        fit_as_sent = report.tokens_before <= report.budget if report is not None else None
         if report is not None and sent:
             saved = max(report.tokens_before - report.tokens_after, 0)
             self.tokens_before.labels(model_l).inc(report.tokens_before)
             self.tokens_after.labels(model_l).inc(report.tokens_after)
             self.tokens_saved.labels(model_l).inc(saved)
+            if fit_as_sent:
+                self.fitting_before.labels(model_l).inc(report.tokens_before)
+                self.fitting_saved.labels(model_l).inc(saved)
             for stage, n in actions.items():
                 self.actions.labels(stage).inc(n)
             for stage, n in stage_saved.items():
@@ -275,7 +341,7 @@ class Metrics:
                 ts=self.clock(),
                 request_id=short_id(request_id),
                 route=route_l,
-                model=model_l,
+                model=model_l if model is not None else None,
                 mode=mode,
                 status=status,
                 tokens_before=report.tokens_before if report else None,
@@ -287,6 +353,9 @@ class Metrics:
                 ttfb_ms=round(ttfb_s * 1000, 2) if ttfb_s is not None else None,
                 error=error or upstream_error,
                 client_disconnected=client_disconnected,
+                path=short_path(path),
+                fit_as_sent=fit_as_sent,
+                prefix_reuse=prefix_reuse,
             ),
             counted=counted,
             stage_saved=stage_saved,
@@ -312,6 +381,12 @@ class Metrics:
             entry = self.summaries.setdefault(label, [0, 0.0])
             entry[0] += 1
             entry[1] += latency_s or 0.0
+
+    def observe_calibration_change(self, model: str) -> None:
+        """The calibration ratio applied to `model` changed (see `proxy.windows.calibrate`)."""
+        self.calibration_changes.labels(self.model_label(model)).inc()
+        with self.lock:
+            self.calibration_changes_total += 1
 
     def observe_plan(self, where: str) -> None:
         self.plans.labels(where).inc()
@@ -371,6 +446,8 @@ class Metrics:
         for row in snap["by_model"]:
             row["window"] = windows.get(row["model"])
         snap["totals"]["in_flight"] = self.active
+        snap["totals"]["cut_moves"] = self.cut_moves_total
+        snap["totals"]["calibration_changes"] = self.calibration_changes_total
         return {
             "started_at": self.started_at,
             "now": now,

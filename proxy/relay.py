@@ -25,18 +25,25 @@ from proxy.sse import EventFramer, UsageTap
 
 log = logging.getLogger(__name__)
 
+# The last event of an OpenAI chat completion stream.
+DONE = b"data: [DONE]"
+
 Done = Callable[["RelayOutcome"], Awaitable[None] | None]
 
 
 class RelayOutcome:
     """How a relay ended, for the request log and metrics."""
 
-    __slots__ = ("bytes_sent", "chunks", "client_disconnected", "error")
+    __slots__ = ("bytes_sent", "chunks", "client_disconnected", "complete", "error")
 
     def __init__(self) -> None:
         self.bytes_sent = 0
         self.chunks = 0
         self.client_disconnected = False
+        # The client had the whole answer (the upstream's body ended, or the stream's
+        # `data: [DONE]` went out). An SDK closes its connection right after [DONE], often
+        # before the upstream's own end: that is a finished request, not a client that left.
+        self.complete = False
         self.error: ProxyError | None = None
 
 
@@ -126,9 +133,12 @@ class Relay(Response):
                         if not chunk:
                             continue
                     await self._send_body(send, chunk, outcome)
+                    if self._event_stream and chunk.rstrip().endswith(DONE):
+                        outcome.complete = True
                 if rest := framer.flush():
                     # The upstream's own last bytes, framed or not: relayed as they are.
                     await self._send_body(send, rest, outcome)
+                outcome.complete = True
             except ProxyError as exc:
                 outcome.error = exc
                 log.warning("upstream failed mid-response: %s", exc.message)
@@ -144,9 +154,9 @@ class Relay(Response):
         except asyncio.CancelledError:
             if not watch.absorb():
                 raise
-            outcome.client_disconnected = True
+            outcome.client_disconnected = not outcome.complete
         except OSError:
-            outcome.client_disconnected = True
+            outcome.client_disconnected = not outcome.complete
         finally:
             await watch.stop()
             aclose = getattr(self.body_iterator, "aclose", None)

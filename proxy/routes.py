@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from proxy import wire
+from proxy.cuts import cut_point
 from proxy.errors import (
     ContextTooLarge,
     InvalidRequest,
@@ -30,9 +31,10 @@ from proxy.exchange import INSPECT_LIMIT, ClientGone, Exchange
 from proxy.pipeline import Plan, Report
 from proxy.pipeline.summary import apply_summary
 from proxy.pipeline.types import StageAction
+from proxy.planner import guess_model
 from proxy.shrinker import parse_mode
 from proxy.sse import UsageTap
-from proxy.upstream import new_request_id
+from proxy.upstream import failure_name, new_request_id
 from proxy.windows import (
     check_truncation,
     overflow_inspectable,
@@ -122,9 +124,7 @@ async def readyz(request: Request) -> Response:
         )
     except (httpx.HTTPError, OSError) as exc:
         # No URL or detail: /readyz is unauthenticated and must not describe the upstream.
-        return JSONResponse(
-            {"status": "unavailable", "reason": type(exc).__name__}, status_code=503
-        )
+        return JSONResponse({"status": "unavailable", "reason": failure_name(exc)}, status_code=503)
     return JSONResponse({"status": "ready", "upstream_status": r.status_code})
 
 
@@ -149,6 +149,9 @@ async def chat_completions(request: Request) -> Response:
         plan = await with_summary(plan, body, request, state)
     report = plan.report
     ex.report = report
+    # Mode off plans for no window: the budget it would report is only the configured default.
+    planned = mode != "off"
+    ex.cut = cut_point(body.get("messages"), report) if planned else None
     ex.fields.update(
         route="chat",
         request_id=ex.request_id,
@@ -156,11 +159,12 @@ async def chat_completions(request: Request) -> Response:
         mode=mode,
         tokens_before=report.tokens_before,
         tokens_after=report.tokens_after,
-        budget=report.budget,
         actions=report.actions_header,
         shrink_ms=round((time.perf_counter() - ex.started) * 1000, 2),
     )
-    ex.extra_headers = shrink_headers(report)
+    if planned:
+        ex.fields["budget"] = report.budget
+    ex.extra_headers = shrink_headers(report, budget=planned)
     if not report.fits and mode in ("auto", "trim", "compact"):
         ex.log(status=400, error="context_length_exceeded")
         raise ContextTooLarge(too_large_message(body, report), headers=dict(ex.extra_headers))
@@ -209,7 +213,14 @@ async def chat_completions(request: Request) -> Response:
             if mode == "compact" and retry.span and retry.marker_index is not None:
                 retry = await with_summary(retry, body, request, state)
             ex.extra_headers = [*shrink_headers(retry.report), ("x-shrink-retried", "overflow")]
-            ex.fields.update(retried="overflow", tokens_after=retry.report.tokens_after)
+            # The log line and metrics describe the plan that was sent, not the refused one.
+            ex.fields.update(
+                retried="overflow",
+                tokens_after=retry.report.tokens_after,
+                budget=retry.report.budget,
+                actions=retry.report.actions_header,
+            )
+            ex.cut = cut_point(body.get("messages"), retry.report)
             report = ex.report = retry.report
             resp = await ex.open(forwarded(body, retry.messages), body_changed=True)
     except ClientGone:
@@ -337,13 +348,15 @@ async def shrink_preview(request: Request) -> Response:
     )
 
 
-def shrink_headers(report: Report) -> list[tuple[str, str]]:
+def shrink_headers(report: Report, *, budget: bool = True) -> list[tuple[str, str]]:
+    """The x-shrink-* headers; `budget` False when none was planned for (mode off)."""
     headers = [
         ("x-shrink-tokens-before", str(report.tokens_before)),
         ("x-shrink-tokens-after", str(report.tokens_after)),
         ("x-shrink-actions", report.actions_header),
-        ("x-shrink-budget", str(report.budget)),
     ]
+    if budget:
+        headers.append(("x-shrink-budget", str(report.budget)))
     if report.estimate:
         headers.append(("x-shrink-estimate", "bytes/4"))
     return headers
@@ -371,6 +384,9 @@ async def passthrough(request: Request) -> Response:
     authorize(request, state)
     raw = await read_body(request, state.settings.max_body_bytes)
     ex.fields.update(route="passthrough", request_id=ex.request_id, path=request.url.path)
+    # The model the body names (embeddings, completions...); without one, figures are no model's.
+    if raw and (model := guess_model(raw)) is not None:
+        ex.fields["model"] = model
     try:
         resp = await ex.open(raw, body_changed=False)
     except ClientGone:

@@ -69,16 +69,30 @@ def base_url(url: str) -> str:
 
 def render(s: dict[str, Any], base: str) -> str:
     t, lat = s["totals"], s["latency"]
+    fit = t.get("fit_as_sent")
     lines = [
         f"shrink-proxy {clean(s.get('version', '?'))} at {base} · up {uptime(s['uptime_s'])}",
         "",
         f"tokens saved  {t['tokens_saved']:,} of {t['tokens_before']:,} ({t['saved_pct']:.1f}%)"
         f" · {t['tokens_after']:,} sent upstream",
+    ]
+    if fit is not None:
+        lines.append(
+            f"  that fit    {fit['tokens_saved']:,} of {fit['tokens_before']:,}"
+            f" ({fit['saved_pct']:.1f}%) on the {fit['requests']:,} requests whose prompt"
+            " already fit its budget"
+        )
+    lines += [
         f"requests      {t['requests']:,} ({t['shrunk']:,} shrunk, {t['in_flight']} in flight)"
         f" · {t['errors']:,} errors · {t['client_disconnects']:,} client disconnects",
         f"latency       p50 {ms(lat['duration_p50_ms'])} · p95 {ms(lat['duration_p95_ms'])}"
-        f" · first byte p50 {ms(lat['ttfb_p50_ms'])}",
+        f" · first byte p50 {ms(lat['ttfb_p50_ms'])}" + over(lat),
     ]
+    if "cut_moves" in t:
+        lines.append(
+            f"cache         {t['cut_moves']:,} cut moves · "
+            f"{t.get('calibration_changes', 0):,} calibration changes"
+        )
     if s["by_model"]:
         lines += ["", "by model"]
         lines += table(
@@ -94,6 +108,22 @@ def render(s: dict[str, Any], base: str) -> str:
                     f"{m['window']:,}" if m.get("window") else "-",
                 ]
                 for m in s["by_model"]
+            ],
+        )
+    reuse = (s.get("prefix_cache") or {}).get("by_model") or []
+    if reuse:
+        lines += ["", "prefix cache (as the backend reported it)"]
+        lines += table(
+            ["model", "requests", "prompt", "cached", "reuse"],
+            [
+                [
+                    name(c["model"]),
+                    f"{c['requests']:,}",
+                    f"{c['prompt_tokens']:,}",
+                    f"{c['cached_tokens']:,}",
+                    f"{c['reuse_pct']:.1f}%",
+                ]
+                for c in reuse
             ],
         )
     if s["by_stage"]:
@@ -129,7 +159,7 @@ def request_row(r: dict[str, Any]) -> list[str]:
     error = clean(r.get("error") or "")
     status = str(r["status"]) + (f" {error}" if error and error != str(r["status"]) else "")
     actions = ",".join(f"{clean(k)}:{v}" for k, v in r["actions"].items()) or "none"
-    model = r["model"] if r["model"] != "unknown" else r["route"]
+    model = r["model"] if r.get("model") is not None else r.get("path") or r["route"]
     return [
         time.strftime("%H:%M:%S", time.localtime(r["ts"])),
         status,
@@ -140,6 +170,13 @@ def request_row(r: dict[str, Any]) -> list[str]:
         actions,
         ms(r["duration_ms"]),
     ]
+
+
+def over(latency: dict[str, Any]) -> str:
+    """Which requests the percentiles are of: the proxy's ring of recent requests, the same for
+    this command and the dashboard, however many rows each shows."""
+    n = latency.get("requests")
+    return f" (last {n:,} requests)" if isinstance(n, int) else ""
 
 
 def table(

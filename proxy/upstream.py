@@ -292,7 +292,7 @@ class Upstream:
         except (httpx.HTTPError, aiohttp.ClientError) as exc:
             raise _failure(exc, "The upstream is unreachable") from None
         except OSError as exc:
-            raise UpstreamUnavailable(f"The upstream is unreachable: {exc}") from None
+            raise UpstreamUnavailable(f"The upstream is unreachable: {_describe(exc)}") from None
         except Exception as exc:
             # A transport's own bug on a broken connection (seen: httpcore/anyio raising
             # AttributeError on a reset socket) is still a failed upstream, not our 500.
@@ -456,5 +456,29 @@ def transport_for(kind: str, max_connections: int) -> httpx.AsyncBaseTransport |
     return AiohttpTransport(client=session)
 
 
+def failure_name(exc: BaseException) -> str:
+    """What kind of failure `exc` is, by what happened rather than by its wrapper's class.
+
+    httpx-aiohttp wraps every aiohttp connection error, a refused connection included, in
+    httpx.ConnectTimeout: a refused upstream reported as a timeout sends people looking at
+    the network instead of at a backend that is not running."""
+    cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) else exc
+    if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(
+        cause, aiohttp.ServerTimeoutError | TimeoutError
+    ):
+        return "ConnectError"
+    return type(exc).__name__
+
+
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    """`ConnectError: connection refused`, or the error's own name and text."""
+    name = failure_name(exc)
+    cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) else exc
+    if isinstance(cause, aiohttp.ClientConnectorError):
+        os_error = cause.os_error
+        if isinstance(os_error, ConnectionRefusedError):
+            return f"{name}: connection refused"
+        return f"{name}: {os_error.strerror or os_error}" if os_error else name
+    if isinstance(exc, ConnectionRefusedError):
+        return "ConnectError: connection refused"
+    return f"{name}: {exc}" if str(exc) else name

@@ -66,7 +66,7 @@ async def shrink_to_stated_limit(
     if isinstance(model, str):
         if overflow.limit and state.discovery is not None:
             state.discovery.remember(model, overflow.limit)
-        state.calibration.record(model, sent.tokens_after, overflow.prompt_tokens)
+        calibrate(state, model, sent.tokens_after, overflow.prompt_tokens)
     window = retry_window(overflow, sent.tokens_after)
     if window is None:
         return None
@@ -89,4 +89,13 @@ def check_truncation(
         if state.discovery is not None:
             state.discovery.forget(model)  # ask again: the loaded runner now states its window
         return
+    calibrate(state, model, estimated, reported)
+
+
+def calibrate(state: AppState, model: str, estimated: int, reported: int | None) -> None:
+    """One calibration sample; a change of the ratio the planner applies is counted, since each
+    one changes budgets, and so may move cuts (and cost prefix caches)."""
+    before = state.calibration.ratio(model)
     state.calibration.record(model, estimated, reported)
+    if state.calibration.ratio(model) != before:
+        state.metrics.observe_calibration_change(model)

@@ -255,3 +255,94 @@ def test_dashboard_shows_an_empty_state_without_errors(browser, url):
         assert errors == []
     finally:
         page.close()
+
+
+def record_busy_rows(metrics: Metrics, n: int = 12) -> list[str]:
+    """Rows as a busy proxy has them: ids it made itself, long model names, several actions,
+    long error codes, pass-through requests, and prefix-cache reports."""
+    from proxy.pipeline.types import Report
+    from proxy.upstream import new_request_id
+
+    ids = []
+    for i in range(n):
+        r = Report(tokens_before=40_000 + i, tokens_after=9_000, budget=28_000, window=32_768)
+        for stage, k in (("tools", 4), ("trim", 31), ("truncate", 2), ("facts", 12)):
+            r.count(stage, k)
+        rid = new_request_id()
+        ids.append(rid)
+        metrics.observe_request(
+            "chat",
+            status=502 if i % 3 == 0 else 200,
+            duration_s=12.5,
+            ttfb_s=1.25,
+            model="hf.co/unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF:Q4_K_M",
+            report=r,
+            request_id=rid,
+            mode="auto",
+            upstream_error="upstream_unavailable" if i % 3 == 0 else None,
+            prefix_reuse=(9_000, 8_100) if i % 3 else None,
+        )
+    metrics.observe_request(
+        "passthrough", status=200, duration_s=0.01, request_id=new_request_id(), path="/v1/models"
+    )
+    return ids
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1360, 1024])
+def test_request_table_fits_its_card_and_ids_are_distinguishable(browser, url, metrics, width):
+    ids = record_busy_rows(metrics)
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(f"{url}/dashboard")
+        page.wait_for_selector("body[data-loaded='1']", timeout=10_000)
+        card = page.locator(".table-card").bounding_box()
+        assert card is not None
+        for header in ("Duration", "First byte"):
+            box = page.locator("th", has_text=header).bounding_box()
+            assert box is not None and box["x"] + box["width"] <= card["x"] + card["width"], header
+        shown = [
+            page.text_content(f"#recent tr:nth-child({k + 2}) td:nth-child(2)") for k in range(12)
+        ]
+        assert len(set(shown)) == 12, shown  # they used to read "shrink-b314fd6" alike
+        assert all(
+            text and text.lstrip("…") in rid for text, rid in zip(shown, ids[::-1], strict=True)
+        )
+        first = page.locator("#recent tr").first
+        assert (first.locator("td").nth(2).text_content() or "") == "/v1/models"
+        assert "unknown" not in (page.text_content("#recent") or "")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"dashboard-busy-{width}.png"), full_page=True)
+        assert errors == []
+    finally:
+        page.close()
+
+
+@pytest.mark.browser
+def test_dashboard_says_what_the_savings_mean_and_shows_prefix_reuse(browser, url, metrics):
+    from proxy.pipeline.types import Report
+
+    fits = Report(tokens_before=1_000, tokens_after=600, budget=2_000, window=4_096)
+    never = Report(tokens_before=99_000, tokens_after=1_900, budget=2_000, window=4_096)
+    for r in (fits, never):
+        metrics.observe_request(
+            "chat", status=200, duration_s=0.3, model="m", report=r, prefix_reuse=(2_000, 1_500)
+        )
+    metrics.observe_calibration_change("m")
+    page, errors, _ = open_page(browser, f"{url}/dashboard")
+    try:
+        assert page.text_content("#saved-total") == "97,500"
+        assert "could not have been sent" in (page.get_attribute(".hero", "title") or "")
+        assert page.text_content("#fit-saved") == "400" and page.text_content("#fit-pct") == "40%"
+        assert page.text_content("#fit-req") == "1"
+        assert page.text_content("#lat-over") == "over the last 2 requests"
+        reuse = page.locator("#reuse [data-model='m']")
+        expect(reuse).to_have_count(1)
+        assert "75% reused" in (reuse.text_content() or "")
+        assert reuse.locator(".spark i:not(.gap)").count() == 1  # one minute with traffic
+        assert "1 calibration changes" in (page.text_content("#cache-moves") or "")
+        assert errors == []
+    finally:
+        page.close()

@@ -6,7 +6,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.collectors import OTHER, UNKNOWN, LabelBound
-from proxy.metrics import Metrics
+from proxy.metrics import NO_MODEL, Metrics
 from proxy.pipeline.types import Report, StageAction
 from proxy.usage import percentile
 
@@ -108,9 +108,10 @@ def test_model_labels_are_bounded():
         for (name, labels) in samples(m)
         if name == "shrink_tokens_saved_total"
     }
-    assert models == {"m0", "m1", "m2", OTHER, UNKNOWN}
+    # A request that names no model is "none"; one whose name cannot be shown, "unknown".
+    assert models == {"m0", "m1", "m2", OTHER, UNKNOWN, NO_MODEL}
     by_model = {row["model"]: row["requests"] for row in m.stats()["by_model"]}
-    assert by_model == {"m0": 1, "m1": 1, "m2": 1, OTHER: 7, UNKNOWN: 2}
+    assert by_model == {"m0": 1, "m1": 1, "m2": 1, OTHER: 7, UNKNOWN: 1, NO_MODEL: 1}
 
 
 def test_label_bound_cleans_and_truncates():
@@ -187,6 +188,7 @@ def test_stats_totals_percentages_and_latency():
     assert [row["model"] for row in s["by_model"]] == ["a", "b"]  # most saved first
     assert s["by_stage"] == [{"stage": "tools", "actions": 1, "requests": 1, "tokens_saved": 750}]
     assert s["latency"] == {
+        "requests": 3,
         "duration_p50_ms": 2000.0,
         "duration_p95_ms": 3000.0,
         "ttfb_p50_ms": 100.0,
@@ -257,3 +259,47 @@ def test_upstream_prompt_tokens_are_counted_and_kept_in_the_ring():
     m.observe_request("chat", status=200, duration_s=1, model="q", report=report(900, 600))
     assert samples(m)[("shrink_upstream_prompt_tokens_total", (("model", "q"),))] == 612
     assert [r["upstream_tokens"] for r in m.stats()["recent"]] == [None, 612]
+
+
+def test_savings_on_requests_that_fit_as_sent_are_kept_apart():
+    """A prompt over its budget could never have been sent as it was: what shrinking removed
+    from it is not what the backend was spared. Those that fit are counted on their own."""
+    m = Metrics(clock=Clock(), process_metrics=False)
+    fits = Report(tokens_before=1000, tokens_after=600, budget=2000, window=4096)
+    never = Report(tokens_before=9000, tokens_after=1900, budget=2000, window=4096)
+    for r in (fits, never):
+        m.observe_request("chat", status=200, duration_s=0.1, model="m", report=r)
+    t = m.stats()["totals"]
+    assert t["tokens_saved"] == 7500 and t["saved_pct"] == 75.0
+    assert t["fit_as_sent"] == {
+        "requests": 1,
+        "shrunk": 1,
+        "tokens_before": 1000,
+        "tokens_after": 600,
+        "tokens_saved": 400,
+        "saved_pct": 40.0,
+    }
+    got = samples(m)
+    assert got[("shrink_fitting_tokens_before_total", (("model", "m"),))] == 1000
+    assert got[("shrink_fitting_tokens_saved_total", (("model", "m"),))] == 400
+    assert [r["fit_as_sent"] for r in m.stats()["recent"]] == [False, True]
+
+
+def test_cut_tracker_counts_moves_per_root_and_stays_bounded():
+    from proxy.cuts import CutTracker, conversation_root, cut_of
+
+    t = CutTracker(max_conversations=2)
+    assert not t.moved(b"a", 0)  # first sight: nothing to compare with
+    assert not t.moved(b"a", 0) and t.moved(b"a", 5) and not t.moved(b"a", 5)
+    t.moved(b"b", 1)
+    t.moved(b"c", 1)
+    assert len(t) == 2 and not t.moved(b"a", 9)  # "a" was evicted: seen afresh
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    root = conversation_root(msgs)
+    assert root == conversation_root([*msgs, {"role": "assistant", "content": "later"}])
+    assert root != conversation_root([msgs[0], {"role": "user", "content": "other"}])
+    assert conversation_root([{"role": "system", "content": "s"}]) is None
+    r = Report()
+    assert cut_of(r) == 0
+    r.details.append(StageAction("trim", 7, "x", 100, 0))
+    assert cut_of(r) == 7

@@ -68,3 +68,34 @@ def test_event_json_and_json_usage_never_raise():
     assert json_usage(b"[]") is None
     assert json_usage(b'{"usage": {"prompt_tokens": 3}}') == {"prompt_tokens": 3}
     assert prompt_tokens({"prompt_tokens": True}) is None
+
+
+def test_cache_figures_of_openai_and_llamacpp():
+    from proxy.sse import cache_fields, json_report, prefix_reuse
+
+    openai_usage = {"prompt_tokens": 500, "prompt_tokens_details": {"cached_tokens": 384}}
+    assert cache_fields(openai_usage, None) == {"cached_tokens": 384}
+    assert prefix_reuse(cache_fields(openai_usage, None), 500) == (500, 384)
+    # llama.cpp (b6xxx): usage with cached_tokens, and timings with cache_n + prompt_n.
+    body = (
+        b'{"usage":{"prompt_tokens":116,"prompt_tokens_details":{"cached_tokens":115}},'
+        b'"timings":{"cache_n":115,"prompt_n":1,"prompt_ms":14.8}}'
+    )
+    fields = cache_fields(*json_report(body))
+    assert fields == {"cached_tokens": 115, "cache_n": 115, "prompt_n": 1}
+    assert prefix_reuse(fields, 116) == (116, 115)
+    assert cache_fields({"prompt_tokens": 5}, None) == {} and prefix_reuse({}, 5) is None
+    assert cache_fields({"prompt_tokens_details": {"cached_tokens": True}}, {"cache_n": -1}) == {}
+
+
+def test_tap_reads_timings_from_the_usage_chunk_it_strips():
+    tap = UsageTap(strip=True)
+    stream = (
+        b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":116},"timings":{"cache_n":115,'
+        b'"prompt_n":1}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    out = tap.feed(stream)
+    assert b"timings" not in out and out.endswith(b"data: [DONE]\n\n")
+    assert tap.timings == {"cache_n": 115, "prompt_n": 1} and tap.usage == {"prompt_tokens": 116}

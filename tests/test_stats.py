@@ -99,3 +99,33 @@ def test_not_a_stats_document(url):
 )
 def test_base_url(given, base):
     assert base_url(given) == base
+
+
+def test_stats_and_the_dashboard_agree_on_latency_and_say_over_what(url, metrics, clock):
+    """The terminal asks for 10 rows and the dashboard for 50; the percentiles are of the same
+    ring of recent requests either way, and both say how many."""
+    import httpx
+
+    record_traffic(metrics, clock, 40)
+    ten = httpx.get(f"{url}/stats?recent=10").json()["latency"]
+    fifty = httpx.get(f"{url}/stats?recent=50").json()["latency"]
+    assert ten == fifty and ten["requests"] == 40
+    code, out, _ = run(url)
+    assert code == 0 and "(last 40 requests)" in out
+
+
+def test_prints_what_fit_as_sent_and_the_prefix_cache(url, metrics):
+    from proxy.pipeline.types import Report
+
+    fits = Report(tokens_before=1000, tokens_after=600, budget=2000, window=4096)
+    never = Report(tokens_before=9000, tokens_after=1900, budget=2000, window=4096)
+    for r in (fits, never):
+        metrics.observe_request(
+            "chat", status=200, duration_s=0.2, model="m", report=r, prefix_reuse=(1900, 1500)
+        )
+    code, out, _ = run(url)
+    assert code == 0
+    assert "tokens saved  7,500 of 10,000 (75.0%)" in out
+    assert "that fit    400 of 1,000 (40.0%) on the 1 requests" in out
+    assert "prefix cache" in out and "3,800   3,000  79.0%" in out
+    assert "0 cut moves" in out

@@ -8,6 +8,7 @@ about 5 ms per token on one CPU thread, so the whole file takes well under a min
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -15,6 +16,7 @@ import httpx
 import orjson
 import pytest
 from openai import OpenAI
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.overflow import Overflow, parse_overflow
 from tests.conftest import CORPUS
@@ -90,6 +92,49 @@ def test_stream_hides_the_usage_chunk_the_proxy_asked_for(
     (sent,) = tap.chats()
     assert sent.json()["stream_options"] == {"include_usage": True}
     assert b'"usage"' in sent.response and b'"prompt_tokens"' in sent.response
+
+
+def test_prefix_cache_figures_reach_the_log_line_and_metrics(
+    llama_proxy: ProxyFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """llama.cpp reports its prefix cache as `timings.cache_n`/`prompt_n` (and, in newer
+    builds, `usage.prompt_tokens_details.cached_tokens`); the same prompt twice is served from
+    its cache the second time, in a JSON answer and in a stream's usage chunk alike."""
+    caplog.set_level(logging.INFO, logger="proxy.request")
+    url = llama_proxy()
+    system = {"role": "system", "content": "You are a terse assistant. " * 12}
+    messages = [system, *HELLO]
+    for _ in range(2):
+        assert chat(url, messages).status_code == 200
+    stream = client(url).chat.completions.create(
+        model=MODEL,
+        messages=messages,
+        max_tokens=4,
+        temperature=0,
+        stream=True,  # type: ignore[arg-type]
+    )
+    assert all(c.usage is None for c in stream)
+    lines = [r.fields for r in caplog.records if r.name == "proxy.request"]  # type: ignore[attr-defined]
+    assert len(lines) == 3
+    for line in lines:
+        assert line["cache_n"] + line["prompt_n"] == line["upstream_prompt_tokens"], line
+    assert lines[1]["cache_n"] > 0.9 * lines[1]["upstream_prompt_tokens"]  # the prefix reused
+    assert lines[2]["cache_n"] > 0  # read from the usage chunk the client never saw
+    text = httpx.get(url + "/metrics").text
+    values = {
+        s.name: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.labels.get("model") == MODEL
+    }
+    cached = sum(line["cache_n"] for line in lines)
+    assert values["shrink_upstream_cached_tokens_total"] == cached
+    assert values["shrink_upstream_cache_prompt_tokens_total"] == sum(
+        line["upstream_prompt_tokens"] for line in lines
+    )
+    assert values["shrink_upstream_cache_reports_total"] == 3
+    (row,) = httpx.get(url + "/stats").json()["prefix_cache"]["by_model"]
+    assert row["model"] == MODEL and row["cached_tokens"] == cached and row["reuse_pct"] > 50
 
 
 def test_window_is_discovered_from_props(llama_proxy: ProxyFactory, tap: Tap) -> None:

@@ -11,6 +11,9 @@ end-to-end header), so one server serves every test:
   x-fake-drop-after: 2        drop the connection after N SSE chunks
   x-fake-raw-sse: <text>      send this text verbatim as the SSE body (malformed-SSE tests)
   x-fake-set-cookie: <value>  GET /v1/models answers with this Set-Cookie header
+  x-fake-linger: 1            after `data: [DONE]`, wait this long before ending the body
+  x-fake-cached: 100          report this many cached prompt tokens (prompt_tokens_details)
+  x-fake-timings: 90,10       report llama.cpp's `timings` with this cache_n,prompt_n
 """
 
 from __future__ import annotations
@@ -161,11 +164,12 @@ class FakeUpstream:
         body = orjson.loads(rec.body) if rec.body else {}
         model = body.get("model", "fake-model")
         prompt_chars = len(rec.body)
+        extra = cache_report(request)
         if body.get("stream"):
             opts = body.get("stream_options") or {}
             usage = prompt_chars // 4 if opts.get("include_usage") else None
             return StreamingResponse(
-                self.sse(request, model, usage),
+                self.sse(request, model, usage, extra),
                 media_type="text/event-stream",
                 headers={"x-upstream-marker": "yes"},
             )
@@ -186,12 +190,14 @@ class FakeUpstream:
                     "prompt_tokens": prompt_chars // 4,
                     "completion_tokens": 5,
                     "total_tokens": prompt_chars // 4 + 5,
+                    **extra.get("usage", {}),
                 },
+                **{k: v for k, v in extra.items() if k != "usage"},
             },
             headers={"x-upstream-marker": "yes"},
         )
 
-    async def sse(self, request: Request, model: str, usage: int | None = None):
+    async def sse(self, request: Request, model: str, usage: int | None = None, extra=None):
         h = request.headers
         if h.get("x-fake-raw-sse") is not None:
             yield h["x-fake-raw-sse"].encode().decode("unicode_escape").encode()
@@ -244,10 +250,14 @@ class FakeUpstream:
                         "prompt_tokens": usage,
                         "completion_tokens": n,
                         "total_tokens": usage + n,
+                        **(extra or {}).get("usage", {}),
                     },
+                    **{k: v for k, v in (extra or {}).items() if k != "usage"},
                 }
                 yield b"data: " + orjson.dumps(tail) + b"\n\n"
             yield b"data: [DONE]\n\n"
+            if h.get("x-fake-linger"):
+                await asyncio.sleep(float(h["x-fake-linger"]))
             completed = True
         finally:
             if completed:
@@ -255,3 +265,17 @@ class FakeUpstream:
                     self.streams_completed += 1
             elif drop_after is None:
                 self._cancelled()
+
+
+def cache_report(request: Request) -> dict:
+    """The prefix-cache figures a backend adds to its answer, as `x-fake-cached` and
+    `x-fake-timings` ask (OpenAI/vLLM's cached_tokens; llama.cpp's timings)."""
+    out: dict = {}
+    cached = request.headers.get("x-fake-cached")
+    if cached is not None:
+        out["usage"] = {"prompt_tokens_details": {"cached_tokens": int(cached)}}
+    timings = request.headers.get("x-fake-timings")
+    if timings is not None:
+        cache_n, prompt_n = (int(x) for x in timings.split(","))
+        out["timings"] = {"cache_n": cache_n, "prompt_n": prompt_n, "prompt_ms": 1.0}
+    return out
