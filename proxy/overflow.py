@@ -279,7 +279,6 @@ class Calibration:
         self.bounds = bounds
         self.step = step
         self.fall = fall
-        self.changes = 0  # times an applied ratio was set or moved (for /metrics)
         # model -> (running average, samples, applied ratio or None before min_samples)
         self._ratios: OrderedDict[str, tuple[float, int, float | None]] = OrderedDict()
         self._lock = threading.Lock()
@@ -307,10 +306,7 @@ class Calibration:
         with self._lock:
             ratio, n, applied = self._ratios.pop(model, (sample, 0, None))
             ratio = sample if n == 0 else ratio + self.alpha * (sample - ratio)
-            moved = self._applied(ratio, n + 1, applied)
-            if moved != applied:
-                self.changes += 1
-            self._ratios[model] = (ratio, n + 1, moved)
+            self._ratios[model] = (ratio, n + 1, self._applied(ratio, n + 1, applied))
             while len(self._ratios) > self.max_models:
                 self._ratios.popitem(last=False)
 
