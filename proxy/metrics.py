@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -39,6 +39,21 @@ if TYPE_CHECKING:
     from proxy.pipeline.types import Report
 
 log = logging.getLogger(__name__)
+
+
+class _CacheView(Protocol):
+    def info(self) -> tuple[int, int, int]: ...
+
+
+class SummarizerView(Protocol):
+    """What the metrics read of a `proxy.summarizer.Summarizer` (no import of its I/O)."""
+
+    @property
+    def pending(self) -> int: ...
+
+    @property
+    def cache(self) -> _CacheView: ...
+
 
 KNOWN_STAGES = ("tools", "trim", "truncate", "summary", "work_budget")
 # LLM requests run from milliseconds (a cached /v1/models) to minutes (a long generation).
@@ -139,14 +154,34 @@ class Metrics:
         )
         self.summarizer_calls = counter(
             "shrink_summarizer_calls",
-            "Summarizer calls by outcome (ok, cached, error, timeout, ...).",
+            "Requests that wanted a summary, by outcome: model (made while it waited), joined "
+            "(waited on a call another request started), cache (a summary made before, reused), "
+            "timeout (stopped waiting; the call goes on), deferred (not waited for: the "
+            "summarizer is known to be slower than SHRINK_SUMMARY_TIMEOUT), error, empty.",
             "outcome",
         )
         self.summarizer_duration = histogram(
             "shrink_summarizer_duration_seconds",
-            "Summarizer call latency by outcome.",
+            "How long requests waited for their summary, by outcome.",
             "outcome",
             SLOW_BUCKETS,
+        )
+        self.summaries_made = counter(
+            "shrink_summaries_made",
+            "Summarizer model calls that ended, by result (ok, error, empty), whether or not a "
+            "request still waited for them: one per span, however many requests wanted it.",
+            "result",
+        )
+        self.summary_call_duration = histogram(
+            "shrink_summary_call_duration_seconds",
+            "How long summarizer model calls took, by result (ok, error, empty).",
+            "result",
+            SLOW_BUCKETS,
+        )
+        self.summaries_in_flight = Gauge(
+            "shrink_summaries_in_flight",
+            "Summarizer model calls in flight, those no request waits for any more included.",
+            registry=r,
         )
         self.in_flight = Gauge(
             "shrink_requests_in_flight",
@@ -312,6 +347,17 @@ class Metrics:
             entry = self.summaries.setdefault(label, [0, 0.0])
             entry[0] += 1
             entry[1] += latency_s or 0.0
+
+    def observe_summary_made(self, result: str, seconds: float) -> None:
+        """One summarizer model call ended (the summarizer's `on_made`)."""
+        label = self.outcome_label(result)
+        self.summaries_made.labels(label).inc()
+        self.summary_call_duration.labels(label).observe(seconds)
+
+    def watch_summarizer(self, summarizer: SummarizerView) -> None:
+        """Calls in flight and the summary cache's counts, read at scrape time."""
+        self.summaries_in_flight.set_function(lambda: summarizer.pending)
+        self.watch_cache("summaries", summarizer.cache.info)
 
     def observe_plan(self, where: str) -> None:
         self.plans.labels(where).inc()
