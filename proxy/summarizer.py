@@ -13,8 +13,10 @@ turn. How long each summarizer model takes is tracked (`Pace`); when a summary i
 take longer than the timeout, the request does not wait at all ("deferred"): it is trimmed at
 once and the summary is made for the next turn, after this request's own upstream call when the
 summarizer is the upstream itself (a one-slot local server would otherwise run the summary
-first). When the cache holds a note for a prefix of the span (the sticky cut moved forward),
-only the new messages are sent, with that note to update.
+first). A span whose summary failed after longer than the timeout is not asked for again for a
+minute (a quick failure is retried on the next turn). When the cache holds a note for a prefix
+of the span (the sticky cut moved forward), only the new messages are sent, with that note to
+update.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ PREFIX_KEYS = 4096  # first messages remembered
 PACE_WEIGHT = 0.3  # weight of the newest duration in a model's moving average
 PACE_MODELS = 64  # summarizer models whose pace is remembered
 HOLD_MAX = 30.0  # longest a deferred summary waits for its request's upstream call to end
+# A span whose summary failed slowly is not asked for again for this long: a summarizer that
+# fails after 30 s (a prompt over its window, say) would otherwise be asked again every turn.
+FAILURE_TTL = 60.0
+FAILURE_KEYS = 1024
 
 
 class SummaryCache(Protocol):
@@ -158,7 +164,9 @@ class _Done:
     facts_added: int = 0
     error: str | None = None
     incremental: bool = False
-    slow: bool = False  # cut off by call_timeout: as telling of the pace as an answer
+    # The call's duration tells the summarizer's pace: it answered (anything), or was cut off
+    # by call_timeout; an unreachable summarizer says nothing of it.
+    paced: bool = True
 
 
 @dataclass(frozen=True)
@@ -209,6 +217,7 @@ class Summarizer:
         self._pending: dict[str, _Flight] = {}
         # Key of a span's first message -> lengths of cached spans starting with it (newest last).
         self._lengths: OrderedDict[str, list[int]] = OrderedDict()
+        self._failed: OrderedDict[str, float] = OrderedDict()  # key -> when to ask again
         self._closed = False
 
     @property
@@ -282,6 +291,10 @@ class Summarizer:
         hit = self.cache.get(key)
         if hit is not None:
             return outcome(_Done(hit, "cache"))
+        again = self._failed.get(key, 0.0) - start
+        if again > 0:
+            error = f"the last summary of this span failed; asked again in {again:.0f}s"
+            return outcome(_Done(None, "error", error=error))
         flight = self._pending.get(key)
         if flight is None:
             if len(self._pending) >= self.max_pending:
@@ -356,10 +369,15 @@ class Summarizer:
             raise
         except Exception as exc:  # a summary is optional: no failure may reach the request
             logger.exception("summary failed unexpectedly")
-            done = _Done(None, "error", error=f"{type(exc).__name__}: {exc}")
+            done = _Done(None, "error", error=f"{type(exc).__name__}: {exc}", paced=False)
         seconds = time.monotonic() - began
-        if done.source == "model" or done.slow:
+        if done.paced:
             self.pace.record(model, seconds)
+        if done.text is None and seconds > self.timeout:
+            self._failed.pop(key, None)
+            self._failed[key] = time.monotonic() + FAILURE_TTL
+            while len(self._failed) > FAILURE_KEYS:
+                self._failed.popitem(last=False)
         if self.on_made is not None:
             self.on_made("ok" if done.source == "model" else done.source, seconds)
         return done
@@ -388,10 +406,11 @@ class Summarizer:
                 None,
                 "error",
                 error=f"summarizer gave no answer in {self.call_timeout:g}s",
-                slow=True,
             )
         except httpx.HTTPError as exc:
-            return _Done(None, "error", error=f"summarizer unreachable: {_describe(exc)}")
+            return _Done(
+                None, "error", error=f"summarizer unreachable: {_describe(exc)}", paced=False
+            )
         if response.status_code != 200:
             snippet = response.text[:200].strip()
             logger.warning("summarizer answered %s: %s", response.status_code, snippet)

@@ -207,7 +207,7 @@ def test_bad_answers_give_an_outcome_not_an_exception(
     first, second = run(test)
     assert (first.source, first.text) == (source, None)
     assert first.error
-    assert second.source == source  # failures are not cached: the next turn asks again
+    assert second.source == source  # quick failures are not remembered: the next turn asks again
     assert len(fake.requests) == 2
 
 
@@ -363,3 +363,22 @@ def test_summary_cache_is_bounded_by_characters() -> None:
     cache.put("big", "y" * 100)  # alone over the bound: kept, as the only entry
     assert len(cache) == 1
     assert cache.info() == (1, 1, 1)
+
+
+def test_a_slowly_failed_span_is_not_asked_again_at_once(fake: FakeSummarizer) -> None:
+    """A summarizer that fails after longer than the timeout (a prompt over its window, say)
+    is not asked for the same span on every turn; its slowness still counts."""
+    fake.status, fake.delay = 400, 0.3
+
+    async def test(client: httpx.AsyncClient) -> tuple[SummaryOutcome, SummaryOutcome, Any]:
+        s = summarizer(client, fake, timeout=0.2)
+        first = await s.summarize(conversation(2), request_model="m")
+        await wait_until(lambda: s.pending == 0)
+        second = await s.summarize(conversation(2), request_model="m")
+        return first, second, s.pace.expected("m")
+
+    first, second, pace = run(test)
+    assert first.source == "timeout" and second.source == "error"
+    assert second.error is not None and "asked again in" in second.error
+    assert len(fake.requests) == 1
+    assert pace is not None and pace >= 0.3
