@@ -238,7 +238,10 @@ async def with_summary(
     settings, report = state.settings, plan.report
     model = body.get("model") if isinstance(body.get("model"), str) else None
     ended = asyncio.Event()
-    if settings.summary_url is None:
+    same_server = settings.summary_url is None or (
+        settings.summary_url.rstrip("/") == settings.upstream_url.rstrip("/")
+    )
+    if same_server:
         ex.on_end.append(ended.set)
     outcome = await state.summarizer.summarize(
         plan.span,
@@ -246,7 +249,7 @@ async def with_summary(
         # The client's own key may go to the upstream it was meant for, never to another host.
         authorization=header(request, "authorization") if settings.summary_url is None else None,
         max_input_tokens=None if settings.summary_url else own_summary_input(settings, report),
-        hold=ended.wait if settings.summary_url is None else None,
+        hold=ended.wait if same_server else None,
     )
     joined = outcome.joined and outcome.source == "model"
     state.metrics.observe_summary("joined" if joined else outcome.source, outcome.latency)
