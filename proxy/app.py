@@ -18,7 +18,8 @@ from proxy.dashboard import build_router
 from proxy.discovery import WindowDiscovery
 from proxy.errors import install_handlers
 from proxy.heap import HeapTrimmer
-from proxy.metrics import InFlight, Metrics
+from proxy.inflight import InFlight
+from proxy.metrics import Metrics
 from proxy.overflow import Calibration
 from proxy.routes import authorize, router, state_of
 from proxy.settings import Settings
@@ -86,7 +87,9 @@ def build_discovery(settings: Settings, upstream: Upstream) -> WindowDiscovery |
     )
 
 
-def build_summarizer(settings: Settings, client: httpx.AsyncClient) -> Summarizer:
+def build_summarizer(
+    settings: Settings, client: httpx.AsyncClient, metrics: Metrics | None = None
+) -> Summarizer:
     key = settings.summary_api_key or (None if settings.summary_url else settings.upstream_api_key)
     return Summarizer(
         client,
@@ -95,8 +98,13 @@ def build_summarizer(settings: Settings, client: httpx.AsyncClient) -> Summarize
         api_key=key.get_secret_value() if key else None,
         timeout=settings.summary_timeout,
         max_tokens=settings.summary_max_tokens,
-        cache=LRUSummaryCache(settings.summary_cache_size),
+        cache=LRUSummaryCache(
+            settings.summary_cache_size, int(settings.summary_cache_mb * 1_000_000)
+        ),
         fingerprint=f"{settings.summary_model}|{settings.summary_max_tokens}",
+        max_pending=settings.summary_max_pending,
+        call_timeout=settings.summary_call_timeout,
+        on_made=metrics.observe_summary_made if metrics is not None else None,
     )
 
 
@@ -111,9 +119,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         named = [*settings.model_windows, *filter(None, [settings.summary_model])]
         for name in tokenizers.startup_encodings(named):
             await anyio.to_thread.run_sync(tokenizers.for_encoding, name)
-        summarizer = build_summarizer(settings, upstream.client)
         discovery = build_discovery(settings, upstream)
         metrics = build_metrics(settings, tokenizers, discovery)
+        summarizer = build_summarizer(settings, upstream.client, metrics)
+        metrics.watch_summarizer(summarizer)
         app.state.shrink = AppState(
             settings=settings,
             upstream=upstream,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -22,6 +23,20 @@ UNKNOWN = "unknown"
 LABEL_MAX_CHARS = 100
 
 CacheInfoFn = Callable[[], tuple[int, int, int]]
+
+
+class _CacheView(Protocol):
+    def info(self) -> tuple[int, int, int]: ...
+
+
+class SummarizerView(Protocol):
+    """What the metrics read of a `proxy.summarizer.Summarizer` (no import of its I/O)."""
+
+    @property
+    def pending(self) -> int: ...
+
+    @property
+    def cache(self) -> _CacheView: ...
 
 
 class LabelBound:

@@ -56,6 +56,9 @@ class Exchange:
     report: Report | None = None  # for metrics: what the pipeline did
     # (conversation root digest, where the trim cut is) for counting cut moves; see routes.
     cut: tuple[bytes, int] | None = None
+    # Called once the exchange is over (its log line written): a deferred summary for the same
+    # one-slot upstream starts then, not ahead of this request.
+    on_end: list[Callable[[], None]] = field(default_factory=list)
     _watch: DisconnectWatch | None = None
 
     # --- opening -------------------------------------------------------------------------------
@@ -204,6 +207,8 @@ class Exchange:
         entry["duration_ms"] = round(duration * 1000, 2)
         log.info("request", extra={"fields": entry})
         self.observe(entry, duration)
+        for ended in self.on_end:
+            ended()
 
     def observe(self, entry: dict[str, Any], duration: float) -> None:
         """The same facts as the log line, for /metrics and the dashboard."""

@@ -30,13 +30,18 @@ from prometheus_client import (
     generate_latest,
 )
 
-from proxy.collectors import OTHER, UNKNOWN, CacheInfoFn, LabelBound, ScrapeCollector
+from proxy.collectors import (
+    OTHER,
+    UNKNOWN,
+    CacheInfoFn,
+    LabelBound,
+    ScrapeCollector,
+    SummarizerView,
+)
 from proxy.cuts import CutTracker
 from proxy.usage import RequestRecord, Usage, short_id, short_path
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
-
     from proxy.pipeline.types import Report
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,8 @@ log = logging.getLogger(__name__)
 # The model label of requests that name none (pass-through GET /v1/models, say): "unknown" is
 # for a name that cannot be shown (not a string, no printable characters).
 NO_MODEL = "none"
+
+
 KNOWN_STAGES = ("tools", "trim", "truncate", "summary", "work_budget")
 # LLM requests run from milliseconds (a cached /v1/models) to minutes (a long generation).
 SLOW_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -187,14 +194,34 @@ class Metrics:
         )
         self.summarizer_calls = counter(
             "shrink_summarizer_calls",
-            "Summarizer calls by outcome (ok, cached, error, timeout, ...).",
+            "Requests that wanted a summary, by outcome: model (made while it waited), joined "
+            "(waited on a call another request started), cache (a summary made before, reused), "
+            "timeout (stopped waiting; the call goes on), deferred (not waited for: the "
+            "summarizer is known to be slower than SHRINK_SUMMARY_TIMEOUT), error, empty.",
             "outcome",
         )
         self.summarizer_duration = histogram(
             "shrink_summarizer_duration_seconds",
-            "Summarizer call latency by outcome.",
+            "How long requests waited for their summary, by outcome.",
             "outcome",
             SLOW_BUCKETS,
+        )
+        self.summaries_made = counter(
+            "shrink_summaries_made",
+            "Summarizer model calls that ended, by result (ok, error, empty), whether or not a "
+            "request still waited for them: one per span, however many requests wanted it.",
+            "result",
+        )
+        self.summary_call_duration = histogram(
+            "shrink_summary_call_duration_seconds",
+            "How long summarizer model calls took, by result (ok, error, empty).",
+            "result",
+            SLOW_BUCKETS,
+        )
+        self.summaries_in_flight = Gauge(
+            "shrink_summaries_in_flight",
+            "Summarizer model calls in flight, those no request waits for any more included.",
+            registry=r,
         )
         self.in_flight = Gauge(
             "shrink_requests_in_flight",
@@ -388,6 +415,17 @@ class Metrics:
         with self.lock:
             self.calibration_changes_total += 1
 
+    def observe_summary_made(self, result: str, seconds: float) -> None:
+        """One summarizer model call ended (the summarizer's `on_made`)."""
+        label = self.outcome_label(result)
+        self.summaries_made.labels(label).inc()
+        self.summary_call_duration.labels(label).observe(seconds)
+
+    def watch_summarizer(self, summarizer: SummarizerView) -> None:
+        """Calls in flight and the summary cache's counts, read at scrape time."""
+        self.summaries_in_flight.set_function(lambda: summarizer.pending)
+        self.watch_cache("summaries", summarizer.cache.info)
+
     def observe_plan(self, where: str) -> None:
         self.plans.labels(where).inc()
 
@@ -465,35 +503,3 @@ class Metrics:
                 for name, (h, m, s) in self.scraped.read_caches().items()
             },
         }
-
-
-class InFlight:
-    """ASGI middleware: counts proxied requests from arrival until their response stream ends.
-
-    A middleware rather than calls in the handlers, because a request can end in many places
-    (a 400 before any upstream call, a relay finishing after the handler returned) and `finally`
-    here covers all of them. `get_metrics` finds the app's Metrics (None before the lifespan ran).
-    """
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        get_metrics: Callable[[Scope], Metrics | None],
-        prefixes: tuple[str, ...] = ("/v1/", "/openai/"),
-    ) -> None:
-        self.app = app
-        self.get_metrics = get_metrics
-        self.prefixes = prefixes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        metrics = None
-        if scope["type"] == "http" and scope["path"].startswith(self.prefixes):
-            metrics = self.get_metrics(scope)
-        if metrics is None:
-            await self.app(scope, receive, send)
-            return
-        metrics.request_started()
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            metrics.request_ended()

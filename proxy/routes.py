@@ -5,6 +5,7 @@ Each handler reads like a table of contents; the work lives in wire, upstream an
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hmac
 import json
@@ -146,7 +147,7 @@ async def chat_completions(request: Request) -> Response:
     body, plan = await state.shrinker.plan_request(raw, mode, window_of, ex.request_id)
     model = body.get("model") if isinstance(body.get("model"), str) else None
     if mode == "compact" and plan.span and plan.marker_index is not None:
-        plan = await with_summary(plan, body, request, state)
+        plan = await with_summary(plan, body, request, state, ex)
     report = plan.report
     ex.report = report
     # Mode off plans for no window: the budget it would report is only the configured default.
@@ -211,7 +212,7 @@ async def chat_completions(request: Request) -> Response:
             if retry is None:
                 return await ex.answer_buffered(resp, error)
             if mode == "compact" and retry.span and retry.marker_index is not None:
-                retry = await with_summary(retry, body, request, state)
+                retry = await with_summary(retry, body, request, state, ex)
             ex.extra_headers = [*shrink_headers(retry.report), ("x-shrink-retried", "overflow")]
             # The log line and metrics describe the plan that was sent, not the refused one.
             ex.fields.update(
@@ -238,21 +239,38 @@ async def chat_completions(request: Request) -> Response:
     return ex.relay(resp, tap=tap)
 
 
-async def with_summary(plan: Plan, body: dict[str, Any], request: Request, state: AppState) -> Plan:
-    """Replace the trim marker with a summary of the dropped span, if one comes in time and fits."""
+async def with_summary(
+    plan: Plan, body: dict[str, Any], request: Request, state: AppState, ex: Exchange
+) -> Plan:
+    """Replace the trim marker with a summary of the dropped span, if one comes in time and fits.
+
+    When the upstream writes the summaries itself, one the request does not wait for starts
+    after the request's own call: a one-slot local server would otherwise run it first."""
     settings, report = state.settings, plan.report
     model = body.get("model") if isinstance(body.get("model"), str) else None
+    ended = asyncio.Event()
+    same_server = settings.summary_url is None or (
+        settings.summary_url.rstrip("/") == settings.upstream_url.rstrip("/")
+    )
+    if same_server:
+        ex.on_end.append(ended.set)
     outcome = await state.summarizer.summarize(
         plan.span,
         request_model=model,
         # The client's own key may go to the upstream it was meant for, never to another host.
         authorization=header(request, "authorization") if settings.summary_url is None else None,
         max_input_tokens=None if settings.summary_url else own_summary_input(settings, report),
+        hold=ended.wait if same_server else None,
     )
-    state.metrics.observe_summary(outcome.source, outcome.latency)
+    joined = outcome.joined and outcome.source == "model"
+    state.metrics.observe_summary("joined" if joined else outcome.source, outcome.latency)
     report.notes.append(
-        f"summary: {outcome.source}" + (f" ({outcome.error})" if outcome.error else "")
+        f"summary: {'joined' if joined else outcome.source}"
+        + (f" ({outcome.error})" if outcome.error else "")
     )
+    if outcome.source == "deferred":
+        report.count("summary_deferred")
+        return plan
     if outcome.text is None:
         report.count("summary_fallback")
         return plan

@@ -299,7 +299,21 @@ class Settings(BaseSettings):
         20.0,
         gt=0,
         description="Longest a request waits for a summary; then it is trimmed instead and the "
-        "summary finishes in the background for later turns.",
+        "summary finishes in the background for later turns. When the summarizer model's "
+        "summaries are known to take longer (a moving average of its past ones), a request "
+        "does not wait at all (`summary_deferred` in `x-shrink-actions`).",
+    )
+    summary_call_timeout: float = Field(
+        180.0,
+        gt=0,
+        description="Longest one summarizer call may run, in the background once no request "
+        "waits for it; then it is abandoned (and the next turn asks again).",
+    )
+    summary_max_pending: int = Field(
+        8,
+        ge=1,
+        description="Summarizer calls in flight at once, per worker (one per span, shared by "
+        "every request that drops that span); past it a request is trimmed without a summary.",
     )
     summary_max_tokens: int = Field(
         600, ge=64, le=8192, description="Length cap of a summary (tokens)."
@@ -309,6 +323,12 @@ class Settings(BaseSettings):
     )
     summary_cache_size: int = Field(
         1024, ge=0, description="Summaries kept in memory (by exact span), per worker."
+    )
+    summary_cache_mb: float = Field(
+        8.0,
+        gt=0,
+        description="Characters (in millions) of summaries kept in memory per worker, whatever "
+        "`SHRINK_SUMMARY_CACHE_SIZE` allows.",
     )
 
     # --- logging -------------------------------------------------------------------------------

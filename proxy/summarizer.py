@@ -6,10 +6,17 @@ later turn that drops the same span inserts byte-identical text without asking a
 backend's prefix cache survives).
 
 A summary is an optimisation, never a requirement: `summarize` never raises and never waits
-longer than its timeout. A call that times out keeps running in the background and fills the
-cache for a later turn; concurrent calls for one span share one request; the number of calls in
-flight is bounded. When the cache holds a note for a prefix of the span (the sticky cut moved
-forward), only the new messages are sent, with that note to update.
+longer than its timeout. One call per span is in flight at a time (single-flight, by `span_key`):
+concurrent requests for the span wait on the same task, and a call whose callers stopped waiting
+keeps running in the background (bounded in number and in time) and fills the cache for a later
+turn. How long each summarizer model takes is tracked (`Pace`); when a summary is expected to
+take longer than the timeout, the request does not wait at all ("deferred"): it is trimmed at
+once and the summary is made for the next turn, after this request's own upstream call when the
+summarizer is the upstream itself (a one-slot local server would otherwise run the summary
+first). A span whose summary failed after longer than the timeout is not asked for again for a
+minute (a quick failure is retried on the next turn). When the cache holds a note for a prefix
+of the span (the sticky cut moved forward), only the new messages are sent, with that note to
+update.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -38,12 +45,19 @@ from proxy.pipeline.types import Message
 
 logger = logging.getLogger(__name__)
 
-Source = Literal["cache", "model", "timeout", "error", "empty"]
+Source = Literal["cache", "model", "timeout", "deferred", "error", "empty"]
 # Spans larger than this (JSON bytes) are prepared in a worker thread: fact extraction runs
 # regexes over every tool result, about 0.3 ms per KB.
 THREAD_THRESHOLD = 64 * 1024
 PREFIX_LENGTHS = 8  # span lengths remembered per first message, for incremental summaries
 PREFIX_KEYS = 4096  # first messages remembered
+PACE_WEIGHT = 0.3  # weight of the newest duration in a model's moving average
+PACE_MODELS = 64  # summarizer models whose pace is remembered
+HOLD_MAX = 30.0  # longest a deferred summary waits for its request's upstream call to end
+# A span whose summary failed slowly is not asked for again for this long: a summarizer that
+# fails after 30 s (a prompt over its window, say) would otherwise be asked again every turn.
+FAILURE_TTL = 60.0
+FAILURE_KEYS = 1024
 
 
 class SummaryCache(Protocol):
@@ -53,28 +67,73 @@ class SummaryCache(Protocol):
 
     def put(self, key: str, value: str) -> None: ...
 
+    def info(self) -> tuple[int, int, int]:
+        """(hits, misses, entries), for the metrics' cache table."""
+        ...
+
 
 class LRUSummaryCache:
-    """A bounded in-process LRU. Used from the event loop only, so it needs no lock."""
+    """A bounded in-process LRU (by count and by characters). Used from the event loop only, so
+    it needs no lock."""
 
-    def __init__(self, capacity: int = 1024):
+    def __init__(self, capacity: int = 1024, max_chars: int = 8_000_000):
         self.capacity = max(1, capacity)
+        self.max_chars = max(1, max_chars)
+        self.chars = 0
+        self.hits = self.misses = 0
         self._data: OrderedDict[str, str] = OrderedDict()
 
     def get(self, key: str) -> str | None:
         value = self._data.get(key)
-        if value is not None:
-            self._data.move_to_end(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._data.move_to_end(key)
         return value
 
     def put(self, key: str, value: str) -> None:
+        old = self._data.pop(key, None)
+        if old is not None:
+            self.chars -= len(old)
         self._data[key] = value
-        self._data.move_to_end(key)
-        while len(self._data) > self.capacity:
-            self._data.popitem(last=False)
+        self.chars += len(value)
+        while len(self._data) > 1 and (
+            len(self._data) > self.capacity or self.chars > self.max_chars
+        ):
+            self.chars -= len(self._data.popitem(last=False)[1])
+
+    def info(self) -> tuple[int, int, int]:
+        """(hits, misses, entries), for the metrics' cache table."""
+        return self.hits, self.misses, len(self._data)
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+class Pace:
+    """How long each summarizer model takes to write a summary: a moving average (EWMA) of the
+    calls that answered, a call cut off by its time limit counting as that long. Summaries of
+    spans of different sizes take different times; the average only has to tell a summarizer
+    that answers within the timeout from one that does not (a small local model: 30 s)."""
+
+    def __init__(self, weight: float = PACE_WEIGHT, models: int = PACE_MODELS):
+        self.weight = weight
+        self.models = models
+        self._seconds: OrderedDict[str, float] = OrderedDict()
+
+    def record(self, model: str, seconds: float) -> None:
+        old = self._seconds.pop(model, None)
+        self._seconds[model] = seconds if old is None else old + self.weight * (seconds - old)
+        while len(self._seconds) > self.models:
+            self._seconds.popitem(last=False)
+
+    def expected(self, model: str) -> float | None:
+        """Seconds a summary by `model` is expected to take; None before the first answer."""
+        return self._seconds.get(model)
+
+    def snapshot(self) -> dict[str, float]:
+        return dict(self._seconds)
 
 
 @dataclass(frozen=True)
@@ -82,9 +141,11 @@ class SummaryOutcome:
     """What one `summarize` call got. `text` is the final content to insert, or None.
 
     source: "cache" (hit), "model" (answered now), "timeout" (still running in the background),
-    "error" (HTTP/transport failure, malformed answer, busy, closed), "empty" (nothing to
-    summarise, or the model answered with no text). `incremental`: a cached note of a prefix
-    was updated instead of summarising the whole span.
+    "deferred" (not waited for: the summarizer is known to take longer than the timeout; made
+    in the background), "error" (HTTP/transport failure, malformed answer, busy, closed),
+    "empty" (nothing to summarise, or the model answered with no text). `incremental`: a cached
+    note of a prefix was updated instead of summarising the whole span. `joined`: the call was
+    already in flight for another request, and this one waited on it.
     """
 
     text: str | None
@@ -93,6 +154,7 @@ class SummaryOutcome:
     latency: float = 0.0
     error: str | None = None
     incremental: bool = False
+    joined: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +164,18 @@ class _Done:
     facts_added: int = 0
     error: str | None = None
     incremental: bool = False
+    # The call's duration tells the summarizer's pace: it answered (anything), or was cut off
+    # by call_timeout; an unreachable summarizer says nothing of it.
+    paced: bool = True
+
+
+@dataclass(frozen=True)
+class _Flight:
+    """One summarizer call in flight: its task, the model asked, and when it was started."""
+
+    task: asyncio.Task[_Done]
+    model: str
+    started: float
 
 
 class Summarizer:
@@ -121,10 +195,12 @@ class Summarizer:
         max_pending: int = 8,
         call_timeout: float = 180.0,
         max_input_tokens: int = 12_000,
+        on_made: Callable[[str, float], None] | None = None,
     ):
         """`timeout`: the most a caller waits; `call_timeout`: the most one model call may take
         in the background; `max_pending`: calls in flight at once (beyond it callers get an
-        error outcome at once and fall back to a plain trim)."""
+        error outcome at once and fall back to a plain trim). `on_made(result, seconds)`: called
+        when a model call ends ("ok", "error" or "empty"), whether or not anyone still waits."""
         self.client = client
         self.url = url.rstrip("/") + "/chat/completions"
         self.model = model
@@ -136,15 +212,28 @@ class Summarizer:
         self.max_pending = max_pending
         self.call_timeout = call_timeout
         self.max_input_tokens = max_input_tokens
-        self._pending: dict[str, asyncio.Task[_Done]] = {}
+        self.on_made = on_made
+        self.pace = Pace()
+        self._pending: dict[str, _Flight] = {}
         # Key of a span's first message -> lengths of cached spans starting with it (newest last).
         self._lengths: OrderedDict[str, list[int]] = OrderedDict()
+        self._failed: OrderedDict[str, float] = OrderedDict()  # key -> when to ask again
         self._closed = False
 
     @property
     def pending(self) -> int:
         """Summarizer calls in flight (including those whose caller stopped waiting)."""
         return len(self._pending)
+
+    def expected(self, model: str) -> float | None:
+        """Seconds a new summary by `model` is expected to take: its pace, or longer while a
+        call to it has already been running longer (a summarizer that got slow, or queues)."""
+        now = time.monotonic()
+        running = [now - f.started for f in self._pending.values() if f.model == model]
+        known = self.pace.expected(model)
+        if known is None and not running:
+            return None
+        return max([known or 0.0, *running])
 
     def cached(self, span: Sequence[Message], *, request_model: str | None) -> str | None:
         """The cached text for `span`, without asking anyone (for previews such as /v1/shrink)."""
@@ -162,15 +251,19 @@ class Summarizer:
         request_model: str | None,
         authorization: str | None = None,
         max_input_tokens: int | None = None,
+        hold: Callable[[], Awaitable[object]] | None = None,
     ) -> SummaryOutcome:
         """The text to insert in place of `span`, within `timeout` seconds; never raises.
 
         `authorization` (the client's header value) is sent when no api_key is configured, so
         a summarizer that is the client's own upstream accepts the call. `max_input_tokens`
         caps this call's transcript (estimated) below the configured cap, e.g. to fit a
-        summarizer that is the upstream model with its small window.
+        summarizer that is the upstream model with its small window. `hold`: what a deferred
+        call awaits before it starts (at most HOLD_MAX s), e.g. the end of this request's own
+        upstream call when both go to the same one-slot server.
         """
         start = time.monotonic()
+        joined = False
 
         def outcome(done: _Done) -> SummaryOutcome:
             return SummaryOutcome(
@@ -180,6 +273,7 @@ class Summarizer:
                 time.monotonic() - start,
                 done.error,
                 done.incremental,
+                joined,
             )
 
         span = list(span)
@@ -197,39 +291,96 @@ class Summarizer:
         hit = self.cache.get(key)
         if hit is not None:
             return outcome(_Done(hit, "cache"))
-        task = self._pending.get(key)
-        if task is None:
+        again = self._failed.get(key, 0.0) - start
+        if again > 0:
+            error = f"the last summary of this span failed; asked again in {again:.0f}s"
+            return outcome(_Done(None, "error", error=error))
+        flight = self._pending.get(key)
+        if flight is None:
             if len(self._pending) >= self.max_pending:
                 return outcome(_Done(None, "error", error="too many summaries in flight"))
+            expected = self.expected(model)
+            slow = expected is not None and expected > self.timeout
             limit = min(max_input_tokens or self.max_input_tokens, self.max_input_tokens)
-            task = asyncio.create_task(self._produce(key, span, model, authorization, limit))
-            self._pending[key] = task
-            task.add_done_callback(lambda t: self._forget(key, t))
+            flight = self._start(key, span, model, authorization, limit, hold if slow else None)
+        else:
+            joined = True
+            known = self.pace.expected(model)
+            expected = None if known is None else known - (start - flight.started)
+            slow = expected is not None and expected > self.timeout
+        if slow:
+            return outcome(_Done(None, "deferred", error=self._too_slow(model, expected)))
         remaining = max(self.timeout - (time.monotonic() - start), 0.0)
         # asyncio.wait never cancels the task: on timeout it keeps running and fills the cache.
-        done, _ = await asyncio.wait({task}, timeout=remaining)
+        done, _ = await asyncio.wait({flight.task}, timeout=remaining)
         if not done:
             return outcome(
                 _Done(None, "timeout", error=f"no summary within {self.timeout:g}s; continuing")
             )
-        if task.cancelled():
+        if flight.task.cancelled():
             return outcome(_Done(None, "error", error="summarizer closed"))
-        return outcome(task.result())
+        return outcome(flight.task.result())
+
+    def _too_slow(self, model: str, expected: float | None) -> str:
+        return (
+            f"summaries by {model} take about {expected or 0:.0f}s, more than the "
+            f"{self.timeout:g}s a request waits; made in the background for a later turn"
+        )
+
+    def _start(
+        self,
+        key: str,
+        span: list[Message],
+        model: str,
+        authorization: str | None,
+        limit: int,
+        hold: Callable[[], Awaitable[object]] | None,
+    ) -> _Flight:
+        task = asyncio.create_task(self._produce(key, span, model, authorization, limit, hold))
+        flight = _Flight(task, model, time.monotonic())
+        self._pending[key] = flight
+        task.add_done_callback(lambda t: self._forget(key, t))
+        return flight
 
     def _forget(self, key: str, task: asyncio.Task[_Done]) -> None:
-        if self._pending.get(key) is task:
+        flight = self._pending.get(key)
+        if flight is not None and flight.task is task:
             del self._pending[key]
 
     async def _produce(
-        self, key: str, span: list[Message], model: str, authorization: str | None, limit: int
+        self,
+        key: str,
+        span: list[Message],
+        model: str,
+        authorization: str | None,
+        limit: int,
+        hold: Callable[[], Awaitable[object]] | None,
     ) -> _Done:
+        if hold is not None:
+            try:
+                async with asyncio.timeout(HOLD_MAX):
+                    await hold()
+            except TimeoutError:
+                pass
+        began = time.monotonic()
         try:
-            return await self._call(key, span, model, authorization, limit)
+            done = await self._call(key, span, model, authorization, limit)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a summary is optional: no failure may reach the request
             logger.exception("summary failed unexpectedly")
-            return _Done(None, "error", error=f"{type(exc).__name__}: {exc}")
+            done = _Done(None, "error", error=f"{type(exc).__name__}: {exc}", paced=False)
+        seconds = time.monotonic() - began
+        if done.paced:
+            self.pace.record(model, seconds)
+        if done.text is None and seconds > self.timeout:
+            self._failed.pop(key, None)
+            self._failed[key] = time.monotonic() + FAILURE_TTL
+            while len(self._failed) > FAILURE_KEYS:
+                self._failed.popitem(last=False)
+        if self.on_made is not None:
+            self.on_made("ok" if done.source == "model" else done.source, seconds)
+        return done
 
     async def _call(
         self, key: str, span: list[Message], model: str, authorization: str | None, limit: int
@@ -252,10 +403,14 @@ class Summarizer:
                 )
         except TimeoutError:
             return _Done(
-                None, "error", error=f"summarizer gave no answer in {self.call_timeout:g}s"
+                None,
+                "error",
+                error=f"summarizer gave no answer in {self.call_timeout:g}s",
             )
         except httpx.HTTPError as exc:
-            return _Done(None, "error", error=f"summarizer unreachable: {_describe(exc)}")
+            return _Done(
+                None, "error", error=f"summarizer unreachable: {_describe(exc)}", paced=False
+            )
         if response.status_code != 200:
             snippet = response.text[:200].strip()
             logger.warning("summarizer answered %s: %s", response.status_code, snippet)
@@ -321,7 +476,7 @@ class Summarizer:
     async def aclose(self) -> None:
         """Cancel every call in flight (the lifespan's shutdown); later calls get an error."""
         self._closed = True
-        tasks = list(self._pending.values())
+        tasks = [flight.task for flight in self._pending.values()]
         for task in tasks:
             task.cancel()
         if tasks:

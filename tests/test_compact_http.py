@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -116,3 +117,118 @@ def test_compact_header_uses_the_upstream_as_summarizer(start_proxy, upstream):
     # Without a summarizer of its own, auto mode only trims.
     r = chat(url, conversation(40))
     assert "summary" not in r.headers["x-shrink-actions"]
+
+
+def actions_of(r: httpx.Response) -> dict[str, int]:
+    pairs = (a.split(":") for a in r.headers["x-shrink-actions"].split(",") if a)
+    return {k: int(v) for k, v in pairs}
+
+
+def metric(url: str, line: str) -> float:
+    """The value of one exact `name{labels}` series on /metrics (0 when absent)."""
+    for row in httpx.get(url + "/metrics").text.splitlines():
+        if row.startswith(line + " "):
+            return float(row.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_identical_concurrent_then_sequential_requests_make_one_summary(
+    start_proxy, upstream, summarizer
+):
+    """Three identical compact requests at once share one summarizer call; the next one, sent
+    while that call still runs, waits on it too; later ones reuse the cached text."""
+    summarizer.delay = 1.6
+    url = start_proxy(summary_url=summarizer.url + "/v1", summary_timeout=1.0, **SETTINGS)
+    msgs = conversation(40)
+    with ThreadPoolExecutor(3) as pool:
+        first = list(pool.map(lambda _: chat(url, msgs), range(3)))
+    assert all(actions_of(r).get("summary_fallback") == 1 for r in first)
+    assert len(summarizer.requests) == 1
+    # The call goes on (1.6 s): the next request joins it and gets the summary in its 1 s.
+    r = chat(url, msgs)
+    assert actions_of(r).get("summary") == 1, r.headers["x-shrink-actions"]
+    assert "summary of" in upstream.last.json()["messages"][1]["content"]
+    again = chat(url, msgs)
+    assert actions_of(again).get("summary") == 1
+    assert upstream.last.json()["messages"][1] == upstream.requests[-2].json()["messages"][1]
+    assert len(summarizer.requests) == 1
+    assert metric(url, 'shrink_summaries_made_total{result="ok"}') == 1
+    assert metric(url, 'shrink_summarizer_calls_total{outcome="timeout"}') == 3
+    joined = metric(url, 'shrink_summarizer_calls_total{outcome="joined"}')
+    assert joined + metric(url, 'shrink_summarizer_calls_total{outcome="cache"}') == 2
+
+
+def test_a_known_slow_summarizer_is_not_waited_for(start_proxy, upstream, summarizer):
+    """Once summaries are known to take longer than the timeout, the first turn of another
+    conversation is trimmed at once (`summary_deferred`); its summary, made in the background,
+    serves the next turn."""
+    summarizer.delay = 2.0
+    url = start_proxy(summary_url=summarizer.url + "/v1", summary_timeout=1.0, **SETTINGS)
+    one = conversation(40)
+    t0 = time.monotonic()
+    r = chat(url, one)
+    assert actions_of(r).get("summary_fallback") == 1  # not known yet: waited the 1 s
+    assert time.monotonic() - t0 >= 1.0
+    deadline = time.monotonic() + 10
+    while metric(url, 'shrink_summaries_made_total{result="ok"}') < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # Another conversation: its first turn does not wait the 1 s for a 2 s summary.
+    two = [{**m, "content": m["content"] + " (two)"} if m.get("content") else m for m in one]
+    t0 = time.monotonic()
+    r = chat(url, two)
+    took = time.monotonic() - t0
+    assert actions_of(r).get("summary_deferred") == 1, r.headers["x-shrink-actions"]
+    assert "summary_fallback" not in actions_of(r)
+    assert took < 1.0, took
+    assert metric(url, 'shrink_summarizer_duration_seconds_sum{outcome="deferred"}') < 0.1
+    assert "omitted" in upstream.last.json()["messages"][1]["content"]
+    assert len(summarizer.requests) == 2  # its summary is being made
+    deadline = time.monotonic() + 10
+    while True:
+        r = chat(url, two)
+        if actions_of(r).get("summary") == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert actions_of(r).get("summary") == 1
+    assert len(summarizer.requests) == 2
+    assert metric(url, 'shrink_summarizer_calls_total{outcome="deferred"}') >= 1
+
+
+def test_a_summary_in_flight_too_long_is_not_waited_for_by_other_spans(
+    start_proxy, upstream, summarizer
+):
+    """Before any summary has finished: a call already running past the timeout says the
+    summarizer is slow, so a request for another span does not wait either."""
+    summarizer.delay = 3.0
+    url = start_proxy(summary_url=summarizer.url + "/v1", summary_timeout=1.0, **SETTINGS)
+    r = chat(url, conversation(40))
+    assert actions_of(r).get("summary_fallback") == 1
+    t0 = time.monotonic()
+    r = chat(url, conversation(44))
+    assert actions_of(r).get("summary_deferred") == 1, r.headers["x-shrink-actions"]
+    assert time.monotonic() - t0 < 1.0
+    assert metric(url, 'shrink_summarizer_duration_seconds_sum{outcome="deferred"}') < 0.1
+
+
+def test_a_deferred_summary_by_the_upstream_starts_after_the_request(start_proxy, upstream):
+    """The upstream writing its own summaries (a one-slot local server, say): a summary the
+    request does not wait for is asked for only once the request's own call is over, so the
+    server does not make the client's turn queue behind it."""
+    # Any loopback summary takes longer than 0.5 ms: after one, the summarizer is "slow".
+    url = start_proxy(summary_timeout=0.0005, **SETTINGS)
+    compact = {"x-shrink-mode": "compact"}
+    chat(url, conversation(40), **compact)
+    deadline = time.monotonic() + 10
+    while metric(url, 'shrink_summaries_made_total{result="ok"}') < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    upstream.reset()
+    r = chat(url, conversation(44), **compact, **{"x-fake-delay": "0.5"})
+    assert actions_of(r).get("summary_deferred") == 1, r.headers["x-shrink-actions"]
+    while len(upstream.requests) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    chat_request, summary_request = upstream.requests[:2]
+    assert chat_request.json()["messages"][-1] == conversation(44)[-1]
+    assert "handoff note" in summary_request.json()["messages"][0]["content"]

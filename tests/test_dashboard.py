@@ -17,7 +17,8 @@ import pytest
 from fastapi.responses import StreamingResponse
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.metrics import InFlight, Metrics
+from proxy.inflight import InFlight
+from proxy.metrics import Metrics
 from tests.fakes.server import serve
 from tests.traffic import KEY, MODELS, OffsetClock, build_app, record_traffic, require_key
 

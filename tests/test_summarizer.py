@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from proxy.pipeline.summary import FACTS_TITLE, summary_body, summary_request
-from proxy.summarizer import LRUSummaryCache, Summarizer, SummaryOutcome
+from proxy.summarizer import LRUSummaryCache, Pace, Summarizer, SummaryOutcome
 from tests.fakes.server import serve
 from tests.fakes.summarizer import FakeSummarizer
 
@@ -207,7 +207,7 @@ def test_bad_answers_give_an_outcome_not_an_exception(
     first, second = run(test)
     assert (first.source, first.text) == (source, None)
     assert first.error
-    assert second.source == source  # failures are not cached: the next turn asks again
+    assert second.source == source  # quick failures are not remembered: the next turn asks again
     assert len(fake.requests) == 2
 
 
@@ -292,3 +292,93 @@ def test_calls_in_flight_are_bounded(fake: FakeSummarizer) -> None:
     assert first.source == "timeout"
     assert second.source == "error" and second.error == "too many summaries in flight"
     assert len(fake.requests) <= 1  # the second was never sent (the first may be cut by aclose)
+
+
+def test_concurrent_callers_after_the_first_are_marked_joined(fake: FakeSummarizer) -> None:
+    fake.delay = 0.3
+    made: list[tuple[str, float]] = []
+
+    async def test(client: httpx.AsyncClient) -> list[SummaryOutcome]:
+        s = summarizer(client, fake, on_made=lambda result, seconds: made.append((result, seconds)))
+        return await asyncio.gather(
+            *(s.summarize(conversation(2), request_model="m") for _ in range(4))
+        )
+
+    outcomes = run(test)
+    assert [o.joined for o in outcomes] == [False, True, True, True]
+    assert len(made) == 1 and made[0][0] == "ok" and made[0][1] >= 0.3
+
+
+def test_pace_is_a_moving_average_per_model() -> None:
+    pace = Pace(weight=0.5)
+    assert pace.expected("m") is None
+    pace.record("m", 10.0)
+    pace.record("m", 20.0)
+    pace.record("other", 1.0)
+    assert pace.expected("m") == 15.0 and pace.expected("other") == 1.0
+
+
+def test_a_summarizer_known_to_be_slow_is_not_waited_for(fake: FakeSummarizer) -> None:
+    fake.delay = 0.5
+
+    async def test(client: httpx.AsyncClient) -> tuple[SummaryOutcome, float, SummaryOutcome]:
+        s = summarizer(client, fake, timeout=0.2)
+        s.pace.record("m", 0.5)  # as a finished summary would have
+        began = time.monotonic()
+        first = await s.summarize(conversation(2), request_model="m")
+        elapsed = time.monotonic() - began
+        await wait_until(lambda: s.pending == 0)
+        later = await s.summarize(conversation(2), request_model="m")
+        return first, elapsed, later
+
+    first, elapsed, later = run(test)
+    assert first.source == "deferred" and first.text is None
+    assert elapsed < 0.1
+    assert later.source == "cache" and later.text is not None
+    assert len(fake.requests) == 1
+
+
+def test_a_deferred_call_waits_for_its_hold(fake: FakeSummarizer) -> None:
+    async def test(client: httpx.AsyncClient) -> tuple[int, int]:
+        s = summarizer(client, fake, timeout=0.2)
+        s.pace.record("m", 1.0)
+        release = asyncio.Event()
+        outcome = await s.summarize(conversation(2), request_model="m", hold=release.wait)
+        assert outcome.source == "deferred"
+        await asyncio.sleep(0.3)
+        before = len(fake.requests)
+        release.set()
+        await wait_until(lambda: s.pending == 0)
+        return before, len(fake.requests)
+
+    assert run(test) == (0, 1)
+
+
+def test_summary_cache_is_bounded_by_characters() -> None:
+    cache = LRUSummaryCache(capacity=100, max_chars=25)
+    for i in range(5):
+        cache.put(f"k{i}", "x" * 10)
+    assert len(cache) == 2 and cache.chars == 20
+    assert cache.get("k4") is not None and cache.get("k0") is None
+    cache.put("big", "y" * 100)  # alone over the bound: kept, as the only entry
+    assert len(cache) == 1
+    assert cache.info() == (1, 1, 1)
+
+
+def test_a_slowly_failed_span_is_not_asked_again_at_once(fake: FakeSummarizer) -> None:
+    """A summarizer that fails after longer than the timeout (a prompt over its window, say)
+    is not asked for the same span on every turn; its slowness still counts."""
+    fake.status, fake.delay = 400, 0.3
+
+    async def test(client: httpx.AsyncClient) -> tuple[SummaryOutcome, SummaryOutcome, Any]:
+        s = summarizer(client, fake, timeout=0.2)
+        first = await s.summarize(conversation(2), request_model="m")
+        await wait_until(lambda: s.pending == 0)
+        second = await s.summarize(conversation(2), request_model="m")
+        return first, second, s.pace.expected("m")
+
+    first, second, pace = run(test)
+    assert first.source == "timeout" and second.source == "error"
+    assert second.error is not None and "asked again in" in second.error
+    assert len(fake.requests) == 1
+    assert pace is not None and pace >= 0.3

@@ -52,8 +52,9 @@ class Plan:
     messages: list[Message]
     report: Report
     changed: bool
-    # What stage 2 cut away (in order; a carried user message included) and where its marker sits
-    # in `messages`: the edge may replace that marker with a summary of the span (compact mode).
+    # What stage 2 cut away (in order; a carried user message included), as the client sent it
+    # (before stage 1), and where its marker sits in `messages`: the edge may replace that
+    # marker with a summary of the span (compact mode).
     span: list[Message] = field(default_factory=list)
     marker_index: int | None = None
 
@@ -141,7 +142,18 @@ def shrink(
     report.fits = after <= budget.prompt
     if not changed:
         return Plan(messages=messages, report=report, changed=False)
-    return Plan(out, report, True, span=ctx.span, marker_index=ctx.marker_index)
+    return Plan(out, report, True, span=_as_sent(ctx, messages), marker_index=ctx.marker_index)
+
+
+def _as_sent(ctx: _Context, messages: list[Message]) -> list[Message]:
+    """The dropped span as the client sent it. Stage 1 compacts in place (index for index), and
+    how much depends on the window, which calibration moves from turn to turn: a summary keyed
+    by the compacted span would be asked for again whenever it moved."""
+    if not ctx.span or ctx.marker_index is None:
+        return ctx.span
+    start = ctx.marker_index
+    original = messages[start : start + len(ctx.span)]
+    return original if len(original) == len(ctx.span) else ctx.span
 
 
 class CallCounter:

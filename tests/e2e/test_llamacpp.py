@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 import httpx
@@ -240,3 +241,53 @@ def test_compact_mode_summarizes_after_an_overflow_retry(
     done = actions(r)
     assert done.get("trim", 0) > 0
     assert "summary" in done or "summary_fallback" in done, done
+
+
+def summaries_made(url: str) -> float:
+    for row in httpx.get(url + "/metrics", timeout=TIMEOUT).text.splitlines():
+        if row.startswith('shrink_summaries_made_total{result="ok"} '):
+            return float(row.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def wait_for_summaries(url: str, n: int) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while summaries_made(url) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} summaries made in {TIMEOUT:g}s"
+        time.sleep(0.5)
+
+
+def test_a_slow_local_summary_is_made_once_and_serves_the_next_turns(
+    llama_proxy: ProxyFactory, tap: Tap
+) -> None:
+    """The real server writes its own summaries more slowly than the proxy waits: the first turn
+    is trimmed, the summary is made once in the background and the next turn inserts it; once
+    the summarizer is known to be slow, another session's first turn does not wait at all, and
+    its summary is asked for only after its own chat call (llama.cpp has one slot)."""
+    url = llama_proxy(**{**SUMMARY_SETTINGS, "summary_timeout": 0.5})
+    compact = {"x-shrink-mode": "compact"}
+    messages = corpus(LONG)
+    first = chat(url, messages, **compact)
+    assert first.status_code == 200, first.text
+    assert actions(first).get("summary_fallback") == 1, actions(first)
+    wait_for_summaries(url, 1)
+    second = chat(url, messages, **compact)
+    assert second.status_code == 200, second.text
+    assert actions(second).get("summary") == 1, actions(second)
+    summary_calls = [e for e in tap.chats() if "handoff note" in str(e.json()["messages"])]
+    assert len(summary_calls) == 1  # made once, for both turns
+    written = summary_calls[0].answer()["choices"][0]["message"]["content"].strip()
+    assert written in tap.chats()[-1].json()["messages"][1]["content"]
+
+    # Another session: its first user message (in the dropped span) differs.
+    other = [messages[0], {**messages[1], "content": f"{messages[1]['content']} (again)"}]
+    other += messages[2:]
+    began = time.monotonic()
+    third = chat(url, other, **compact)
+    assert third.status_code == 200, third.text
+    assert actions(third).get("summary_deferred") == 1, actions(third)
+    wait_for_summaries(url, 2)
+    assert time.monotonic() - began < TIMEOUT
+    done = tap.chats()  # in the order llama.cpp finished them
+    assert "handoff note" in str(done[-1].json()["messages"])  # after the turn's own call
+    assert other[-1] in done[-2].json()["messages"]

@@ -437,3 +437,33 @@ def test_summary_room_covers_the_facts_list_of_real_spans() -> None:
         facts = extract_facts(list(span))
         text = summary_message("", facts, role="system", dropped=len(span))["content"]
         assert len(enc.encode(text, disallowed_special=())) <= summary_room(0), name
+
+
+def test_the_span_is_the_clients_messages_whatever_stage_1_made_of_them():
+    """Stage 1 compacts tool results to a share of the window, and the window moves as the
+    backend's counts calibrate it: a summary keyed by the compacted span was asked for again
+    on every such move (a local model: one new 30 s summary per identical turn)."""
+    from proxy.pipeline import compute_budget, shrink
+    from tests.pipeline.test_pipeline_invariants import COUNTER
+
+    msgs: list[dict] = [{"role": "system", "content": "sys"}]
+    for t in range(30):
+        args = json.dumps({"cmd": f"make {t}"})
+        call = {"id": f"c{t}", "type": "function", "function": {"name": "run", "arguments": args}}
+        log = "\n".join(f"line {i} of build {t}: compiling module_{i}.c" for i in range(120))
+        msgs += [
+            {"role": "user", "content": f"question {t} " + "lorem ipsum " * 40},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{t}", "content": log},
+        ]
+    msgs.append({"role": "user", "content": "last"})
+    keys = set()
+    for window in (16000, 16800, 17600):
+        budget = compute_budget(window, 512, default_reserve=256, floor=128, margin_share=0.02)
+        plan = shrink(
+            msgs, budget=budget, counter=COUNTER, policy=Policy(summary_tokens=600), mode="compact"
+        )
+        assert plan.report.actions.get("tools") and len(plan.span) == 42
+        assert all(a is b for a, b in zip(plan.span, msgs[1:], strict=False))
+        keys.add(span_key(plan.span, model="m", settings_fingerprint=""))
+    assert len(keys) == 1
