@@ -24,11 +24,14 @@ from itertools import accumulate
 # `path:line: ` closing a long frame (with the exception's type on the last one), or opening a
 # short one (`path:line: in name`). A path is one word with a `/`, `\` or `.` in it (a drive
 # letter allowed): a clock's `12:30:01: ` is none, and a sentence holds blanks.
+# Found after a newline put in front, so the engine skips from line to line in C.
 _LOCATION = re.compile(
-    r"^(?:[A-Za-z]:)?(?=[^\s:]*?[/\\.])[^\s:]++:\d++: "
-    r"(?:(?P<short>in \S++)|[A-Za-z_][\w.]*+)?[ \t]*$",
-    re.MULTILINE,
+    r"\n(?:[A-Za-z]:)?(?=[^\s:]*?[/\\.])[^\s:]++:\d++: "
+    r"(?:(?P<short>in \S++)|[A-Za-z_][\w.]*+)?[ \t]*(?![^\n])"
 )
+# What every location holds, found by a literal scan: most texts hold none (1 in 10 of the dev
+# corpus's tool results), and are passed over 10x faster than the locations are looked for.
+_HINT = re.compile(r":\d++: ")
 # An argument or local at column 0: `name = value` (names aligned with blanks under
 # --showlocals), or several arguments on one line.
 _LOCAL = re.compile(r"(?<!\w)[A-Za-z_]\w*+ *= ")
@@ -70,9 +73,10 @@ def frames(text: str, lines: Sequence[str]) -> Frames:
     hold (a test's header, a separator, a chained exception's sentence), and holds an `E` or `>`
     line; a short frame runs on from its location. NONE when the text holds no location line,
     found in one scan before any line is read."""
-    if ": " not in text:
+    if _HINT.search(text) is None:
         return NONE
-    found = list(_LOCATION.finditer(text))
+    # In "\n" + text a match starts at its newline: where its line starts in `text`.
+    found = list(_LOCATION.finditer("\n" + text))
     if not found:
         return NONE
     starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
