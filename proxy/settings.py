@@ -261,7 +261,8 @@ class Settings(BaseSettings):
         ge=0,
         description="...but a cut that moves keeps at least this many tokens of the request (at "
         "most half the budget): on small windows the share alone kept little beyond the system "
-        "prompt (at 4k a fifth of it: ~560 tokens). Binds only below 8k with the defaults.",
+        "prompt (at 4k a fifth of it: ~560 tokens). With the defaults it binds only where the room "
+        "is under 5,120 tokens: below 8k, or at 8k with about 800 tokens of tool definitions.",
     )
     facts_tokens: int = Field(
         400,

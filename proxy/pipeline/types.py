@@ -47,9 +47,10 @@ class Policy:
     # share of the budget scales with the window, and so do the tool results (a twentieth of
     # it): on any window a move keeps about three capped results. What does not scale is the
     # rest of a turn (the system prompt, the user's words, the marker and its facts): at 4k the
-    # step alone kept ~560 tokens of 2,781, little beyond the system prompt. 1,024 binds only below
-    # 8k, where 0.2 of the budget is ~1,150 tokens, so 8k and 16k cut where they did
-    # (bench/README.md, small windows).
+    # step alone kept ~560 tokens of 2,781, little beyond the system prompt. 1,024 binds only
+    # where the room is under 5,120 tokens: below 8k (at 8k 0.2 of it is ~1,100, unless tool
+    # definitions take about 800 tokens or more), so 8k and 16k cut where they did
+    # (bench/README.md, prefix, small windows).
     trim_keep_tokens: int = 1024
     marker_role: Literal["system", "user"] = "system"
     mode: Mode = "auto"
