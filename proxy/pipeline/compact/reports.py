@@ -98,6 +98,8 @@ def frames(text: str, lines: Sequence[str]) -> Frames:
                 roles["quoted"].add(j)
             elif k == ">":
                 arrows.append(j)
+            elif k != "E":
+                pass  # (a frame's walk stops at any other line: none reaches here)
             elif previous != "E":
                 roles["exceptions"].add(j)
                 raising = raising or arrows[-1:] or [location]
