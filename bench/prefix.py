@@ -5,7 +5,7 @@
 
 Each conversation is replayed as an agent sends it: one request per point where the assistant
 answers next (messages[:i] for every assistant message i), then the whole conversation. Every
-request goes through one real `Shrinker` per window (16k, 8k; default settings; its memo and
+request goes through one real `Shrinker` per window (16k, 8k, 4k; default settings; its memo and
 token cache live across turns, as in the proxy). A turn *breaks* when the previous shrunk
 request's messages are not an exact prefix of this one's: the backend must then re-read the
 whole prompt. Reuse is the share of prompt tokens a prefix cache can serve: the sum over turns of
@@ -17,7 +17,8 @@ The seed baseline (bench/baseline.py) is recomputed every turn the same way; `ra
 unshrunk conversation, the upper bound on reuse (it does not fit, so it is only a reference).
 Each break of ours is blamed on what moved: `trim began`, `cut moved` (stage 2 picked another
 cut: a new marker, maybe a new carried user message), `stage 3` (the newest turn was cut
-head+tail and that cut changed), or `other`.
+head+tail and that cut changed), or `other`. `fill` is the share of the prompt budget the turns
+stage 2 trimmed use: a cut that moves deeper than it needs leaves a small budget mostly empty.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from proxy.shrinker import CompactMemo, Shrinker
 from proxy.tokenizers import Tokenizers
 from proxy.tokens import TokenCounter
 
-WINDOWS = (16384, 8192)
+WINDOWS = (16384, 8192, 4096)
 TARGET = 0.02
 MARKER_TOKENS = 32  # about what stage 2's "[shrink-proxy: N earlier messages ...]" costs
 TOOL_MAX_TOKENS = (512, 1024, 2048)
@@ -71,6 +72,10 @@ class Tally3:
     prompt: int = 0
     fits: int = 0
     log: list[Break] = field(default_factory=list)
+    # Of the turns stage 2 trimmed: the share of the prompt budget each used, and where the
+    # lowest was (a cut that moved deeper than it needed leaves most of a small budget unused).
+    fills: list[float] = field(default_factory=list)
+    lowest: str = ""
 
     @property
     def break_share(self) -> float:
@@ -159,6 +164,11 @@ def replay(convs: list[Conversation], plan: Plan, renderer: Renderer) -> Tally3:
         prev_report: Report | None = None
         for k, request in enumerate(turns(conv)):
             messages, fits, report = plan(conv.request(request))
+            if report is not None and stages(report)[0] is not None and report.budget:
+                fill = report.tokens_after / report.budget
+                if not t.fills or fill < min(t.fills):
+                    t.lowest = f"{conv.id} turn {k}: {report.tokens_after:,}/{report.budget:,}"
+                t.fills.append(fill)
             t.turns += 1
             t.fits += fits
             t.prompt += tools_tokens + renderer.size(messages)
@@ -279,6 +289,13 @@ def main() -> None:
         print(f"\n=== window {window:,} ({args.set or 'default settings'}) ===")
         for name, t in results.items():
             print(summary(name, t))
+        fills = results["ours"].fills
+        if fills:
+            print(
+                f"  ours fill of the budget on {len(fills)} trimmed turns: mean "
+                f"{sum(fills) / len(fills):.0%}, lowest {min(fills):.0%} "
+                f"({results['ours'].lowest})"
+            )
         low, n = fewest_breaks(convs, sh)
         print(
             f"  bound fewest breaks any front-cut rule could reach after stage 1: {low}/{n} "

@@ -4,8 +4,8 @@
         [--json FILE] [--no-sweep]
 
 Each conversation is sent as one request (its messages and tools, model `qwen2.5-coder`, so
-cl100k_base) through the real `Shrinker` at 16k and 8k windows with the default settings, and
-through the seed baseline (bench/baseline.py) with the same budget. A needle is kept when its
+cl100k_base) through the real `Shrinker` at 16k, 8k and 4k windows with the default settings,
+and through the seed baseline (bench/baseline.py) with the same budget. A needle is kept when its
 answer is still a substring of a message content or tool-call argument of the shrunk request.
 A lost needle is blamed on stage 1 when the tools-only mode already loses it, else on trimming.
 
@@ -27,7 +27,7 @@ from bench.corpus import CLASSES, Conversation
 from proxy.shrinker import CompactMemo, Shrinker
 from proxy.tokenizers import Tokenizers
 
-WINDOWS = (16384, 8192)
+WINDOWS = (16384, 8192, 4096)
 TOOL_MAX_TOKENS = (256, 512, 1024, 2048)
 TRIM_STEPS = (0.25, 0.5, 0.75)
 MUST_KEEP = ("critical", "recent")

@@ -256,6 +256,14 @@ class Settings(BaseSettings):
         "budget free for the turns to come: larger means rarer, deeper cuts and fewer "
         "prompt-cache misses.",
     )
+    trim_keep_tokens: int = Field(
+        1024,
+        ge=0,
+        description="...but a cut that moves keeps at least this many tokens of the request (at "
+        "most half the budget): on small windows the share alone kept little beyond the system "
+        "prompt (at 4k a fifth of it: ~560 tokens). With the defaults it binds only where the room "
+        "is under 5,120 tokens: below 8k, or at 8k with about 800 tokens of tool definitions.",
+    )
     facts_tokens: int = Field(
         400,
         ge=0,
@@ -269,6 +277,12 @@ class Settings(BaseSettings):
         le=10000,
         description="The key lines listed under the trim marker take at most the window divided "
         "by this (see `SHRINK_TOOL_WINDOW_SHARE` for the trade).",
+    )
+    facts_min_tokens: int = Field(
+        100,
+        ge=0,
+        description="...but at least this many tokens (at most `SHRINK_FACTS_TOKENS`): a share "
+        "of a 4k window is 51 tokens, a line or two. Binds only below 8k with the defaults.",
     )
     stream_usage: bool = Field(
         True,

@@ -98,11 +98,13 @@ class Shrinker:
             tool_window_share=settings.tool_window_share,
             keep_last=settings.keep_last,
             trim_step=settings.trim_step,
+            trim_keep_tokens=settings.trim_keep_tokens,
             marker_role=settings.marker_role,
             mode=settings.mode,
             summary_tokens=summary_room(settings.summary_max_tokens),
             facts_tokens=settings.facts_tokens,
             facts_window_share=settings.facts_window_share,
+            facts_min_tokens=settings.facts_min_tokens,
         )
         # After a pipeline error: no stage-1 compaction and no facts (see _fallback).
         self.safe_policy = dataclasses.replace(

@@ -380,3 +380,10 @@ def test_a_long_session_is_never_planned_inline_however_warm() -> None:
     again = asyncio.run(shrinker.plan(body, raw_size, "trim"))
     assert again.messages == first.messages
     assert shrinker.threads[-1] is False  # planned off the main thread
+
+
+def test_the_small_window_floors_come_from_the_settings() -> None:
+    default = Shrinker(Settings(), Tokenizers()).policy
+    assert (default.trim_keep_tokens, default.facts_min_tokens) == (1024, 100)
+    policy = Shrinker(Settings(trim_keep_tokens=0, facts_min_tokens=0), Tokenizers()).policy
+    assert (policy.trim_keep_tokens, policy.facts_min_tokens) == (0, 0)

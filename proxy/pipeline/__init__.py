@@ -417,10 +417,12 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
 
 def facts_room(policy: Policy, window: int) -> int:
     """Tokens the facts under the marker may take: `facts_tokens`, and at most a share of the
-    window, so on a small window the list does not crowd out the history it stands for."""
+    window, so on a small window the list does not crowd out the history it stands for; but
+    never less than `facts_min_tokens`, a few lines, below which the list says nothing."""
     if policy.facts_window_share <= 0:
         return max(policy.facts_tokens, 0)
-    return max(min(policy.facts_tokens, window // policy.facts_window_share), 0)
+    share = max(window // policy.facts_window_share, policy.facts_min_tokens)
+    return max(min(policy.facts_tokens, share), 0)
 
 
 def _notes(

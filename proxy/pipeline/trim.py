@@ -5,10 +5,12 @@ starts with exactly the same tokens as the previous one. So the cut must not mov
 a stateless proxy (or several replicas) must agree on it. The cut is found by replaying the
 conversation: every prefix of the history is weighed as if it had been a request; the cut stays
 while it fits, and when it no longer does it moves as deep as it must to leave `trim_step` of the
-budget free (hysteresis). A prefix's replay depends on that prefix alone and history only grows,
-so every later turn arrives at the same cut until the kept tail has grown by about `trim_step` of
-the budget. The cut's marker may list key lines of the span it drops (`note`); the marker is
-weighed with them, so the list costs exactly its size and never changes while the cut holds.
+budget free (hysteresis), but never below `trim_keep_tokens` kept (on a small window a fifth of
+the budget is little more than the system prompt). A prefix's replay depends on that prefix
+alone and history only grows, so every later turn arrives at the same cut until the kept tail
+has grown by about `trim_step` of the budget. The cut's marker may list key lines of the span it
+drops (`note`); the marker is weighed with them, so the list costs exactly its size and never
+changes while the cut holds.
 When the replayed cut cannot fit (the newest messages alone are too big), candidate cuts where
 the running token sum crosses multiples of a step (a sticky grid) are tried. None drops any of
 the newest `keep_last` messages: when no cut fits without, those messages stay and their largest
@@ -132,15 +134,16 @@ def _replay_cut(
 
     Every prefix of the history is replayed as if it had been a request. While the current cut
     fits a prefix it stays; when it no longer fits, the cut moves as deep as it must to leave
-    `trim_step` of the budget free for the turns to come (deeper only when the newest
-    `keep_last` messages demand it). A prefix's replay depends on that prefix alone, and
-    history only grows, so every later request (and every replica) arrives at the same cut
+    `trim_step` of the budget free for the turns to come, keeping at least `trim_keep_tokens`
+    (`Policy.trim_target`; deeper only when the newest `keep_last` messages demand it). A
+    prefix's replay depends on that prefix alone, and history only grows, so every later
+    request (and every replica) arrives at the same cut
     until the history has grown by about `trim_step` of the budget: hysteresis without state.
     `resume` is (n, cut): the replay of the first n messages already arrived at unit `cut`
     (0: none yet), so only the prefixes after n are replayed.
     """
     total_all = prefix[-1]
-    target = budget - int(policy.trim_step * budget)
+    target = policy.trim_target(budget)
     keep = max(policy.keep_last, 0)
 
     def kept(b: int, n: int, with_note: bool) -> int:

@@ -43,6 +43,15 @@ class Policy:
     # the turns to come: the larger, the rarer (and deeper) a move. Also the step of the
     # fallback grid of cut points (stage 2, proxy.pipeline.trim).
     trim_step: float = 0.8
+    # ... but it keeps at least trim_keep_tokens of the request (at most half the budget). A
+    # share of the budget scales with the window, and so do the tool results (a twentieth of
+    # it): on any window a move keeps about three capped results. What does not scale is the
+    # rest of a turn (the system prompt, the user's words, the marker and its facts): at 4k the
+    # step alone kept ~560 tokens of 2,781, little beyond the system prompt. 1,024 binds only
+    # where the room is under 5,120 tokens: below 8k (at 8k 0.2 of it is ~1,100, unless tool
+    # definitions take about 800 tokens or more), so 8k and 16k cut where they did
+    # (bench/README.md, prefix, small windows).
+    trim_keep_tokens: int = 1024
     marker_role: Literal["system", "user"] = "system"
     mode: Mode = "auto"
     # Room stage 2 leaves for the summary that replaces its marker in compact mode.
@@ -55,6 +64,14 @@ class Policy:
     # grow into: at 8k, 100 tokens of facts keep dev breaks at 3/188, 150 cost a 4th
     # (bench/README.md, prefix).
     facts_window_share: int = 80
+    # ... but never less than facts_min_tokens (nor more than facts_tokens): a share of 4k is
+    # 51 tokens, one or two lines, too few to hold the version chosen at the first step and
+    # the last test verdict. 100 is what 8k's share gives (102), so 8k and 16k are unchanged.
+    facts_min_tokens: int = 100
+
+    def trim_target(self, budget: int) -> int:
+        """The most tokens a moved cut keeps of a `budget`-token request (see trim_step)."""
+        return max(budget - int(self.trim_step * budget), min(self.trim_keep_tokens, budget // 2))
 
     def tool_limit(self, window: int) -> int:
         """The most tokens stage 1 leaves a tool result with, in a `window`-token context."""

@@ -552,7 +552,7 @@ def replay_cut_reference(
 ) -> int:
     """The replay as first written: every allowed unit tried again at every prefix."""
     total_all = prefix[-1]
-    target = budget - int(policy.trim_step * budget)
+    target = policy.trim_target(budget)
     keep = max(policy.keep_last, 0)
 
     def kept(b: int, n: int, with_note: bool) -> int:

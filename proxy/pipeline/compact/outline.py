@@ -23,6 +23,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from itertools import accumulate
 
+from proxy.pipeline.compact import reports
+
 MIN_DEFINITIONS = 3
 MAX_DENSITY = 0.3  # more definitions per line than this: a table of names, not a module
 SHARE = 0.35  # of a budget, at most, for the listed definitions and their two marker lines
@@ -106,8 +108,10 @@ def is_source(text: str, lines: Sequence[str], signals: Callable[[str], int]) ->
     (`signals` counts those; a docstring's list of the exceptions raised is the few it allows),
     and at least MIN_DEFINITIONS keyword or C definitions, at most MAX_DENSITY per line.
 
-    A pytest failure report quotes test functions among its `E` and `>` lines; a pip log's
-    `Collecting x (from y)` lines look like C definitions but open no block: both stay logs.
+    A pytest failure report quotes test functions among its `E` and `>` lines, and with
+    `--tb=long` and `--showlocals` whole library functions and their locals, far more lines
+    than its own: its frames (`reports`) make it a log. A pip log's `Collecting x (from y)`
+    lines look like C definitions but open no block: a log too.
     The shares are read off every n-th line (a function of the text alone, like the rest), so
     a long log costs the scans for definitions only when it is shaped like code.
     """
@@ -121,6 +125,8 @@ def is_source(text: str, lines: Sequence[str], signals: Callable[[str], int]) ->
     if shaped < CODE_SHARE * len(sample):
         return False
     if signals("\n".join(sample)) > SIGNAL_SHARE * len(sample):
+        return False
+    if reports.frames(text, lines):  # a test report quoting the code it ran is a log
         return False
     whole = "\n" + text
     starts = {m.start() for m in _KEYWORD_DEFINITION.finditer(whole)}

@@ -20,9 +20,10 @@ from itertools import accumulate
 
 import ahocorasick
 
+from proxy.pipeline.compact.reports import Frames, frames
 from proxy.pipeline.idioms import COMPILED, Compiled
 from proxy.pipeline.idioms.compile import TRACEBACK_HEADER
-from proxy.pipeline.idioms.record import CONTEXT, MEDIUM, MINOR, NORMAL, STRONG
+from proxy.pipeline.idioms.record import CONTEXT, MEDIUM, MINOR, NORMAL, SECTION, STRONG
 
 # Valgrind's and the sanitizers' prefix of every line of theirs.
 _PID_MARK = re.compile(r"==\d+==")
@@ -127,12 +128,13 @@ def _tracebacks(lines: Sequence[str], scores: list[int], heads: Sequence[int]) -
 def shape(line: str) -> str:
     """What kind of line this is, without what varies between lines of that kind.
 
-    The first word stays (FAILED, ERROR, npm, the name of an exception), every later word or
-    number becomes `w`, punctuation and spacing stay: `FAILED tests/test_a.py::test_b - ` and
-    `FAILED tests/test_c.py::test_d - ` share a shape; an assertion message, an exception or a
-    gcc diagnostic with a different layout does not.
+    The first word stays (FAILED, ERROR, npm, the name of an exception, after pytest's `E`),
+    every later word or number becomes `w`, punctuation and spacing stay: `FAILED
+    tests/test_a.py::test_b - ` and `FAILED tests/test_c.py::test_d - ` share a shape; an
+    assertion message, an exception or a gcc diagnostic with a different layout does not.
     """
-    first = _WORD.search(line)
+    # pytest's `E` in front of an exception is no word of it: the exception's name is the first.
+    first = _WORD.search(line, 1 if line.startswith("E ") else 0)
     if first is None:
         return line
     end = first.end()
@@ -220,6 +222,9 @@ def scores_and_repeats(
     for i, s in enumerate(scores):
         if s > MEDIUM and lines[i].startswith("E "):
             scores[i] = MEDIUM  # pytest's assertion detail: useful, but below the verdict lines
+    report = frames(text, lines)
+    if report:
+        _report(scores, report)
     repeated = _repeats(lines, scores)
     _tracebacks(lines, scores, finder.lines_with(_TRACEBACK))
     # Context: one line before an error or verdict, two after (gcc prints the source line and a
@@ -230,7 +235,30 @@ def scores_and_repeats(
             if 0 <= j < n and scores[j] < CONTEXT and lines[j].strip():
                 scores[j] = CONTEXT
     _file_headers(lines, scores, anchors)
+    for i in report.quoted:
+        scores[i] = min(scores[i], NORMAL)  # no context lent to the program's own text
     return scores, repeated
+
+
+def _report(scores: list[int], report: Frames) -> None:
+    """A failure report's own lines rank, the program's text it quotes does not. Each frame's
+    exception (its first `E` line) is an error; the `>` line that raised it and its location
+    are its context (what raised, and where); the other `E` lines (an assertion's diff) say
+    what the exception means; the other frames' locations say where the call went, as a
+    section rule says where lines come from, and their `>` lines, the calls, rank below them.
+    Quoted source, arguments and locals are ordinary lines, whatever words they hold."""
+    for i in report.quoted:
+        scores[i] = NORMAL
+    for i in report.calls:
+        scores[i] = MINOR
+    for i in report.locations:
+        scores[i] = MEDIUM
+    for i in report.details:
+        scores[i] = SECTION
+    for i in report.raises:
+        scores[i] = CONTEXT
+    for i in report.exceptions:
+        scores[i] = STRONG
 
 
 # A diagnostic that gives only `line:col` (ESLint's and stylelint's default format): its file is
