@@ -7,6 +7,7 @@ exact overflow error body; the proxy runs under uvicorn in front of it.
 from __future__ import annotations
 
 import httpx
+import openai
 
 from proxy.app import create_app
 from proxy.settings import Settings
@@ -113,3 +114,32 @@ def test_a_configured_model_window_always_wins_over_discovery():
     assert r.status_code == 200
     assert fake.hits["/props"] == 0  # not even asked
     assert int(r.headers["x-shrink-budget"]) < 2048
+
+
+def test_the_preview_plans_for_the_served_window_calibrated_like_the_real_route():
+    """`/v1/shrink` plans a body exactly as `/v1/chat/completions` does: for the window the
+    backend serves (not SHRINK_CONTEXT_WINDOW), scaled by what calibration has learnt."""
+    fake = FakeBackend("llamacpp", window=4096)
+    body = {"model": fake.model, "messages": convo(40), "max_tokens": 64}
+    with serve(fake.app()) as up, serve(create_app(Settings(upstream_url=up + "/v1"))) as px:
+        client = openai.OpenAI(base_url=px + "/v1", api_key="x", max_retries=0)
+
+        def preview_then_send(answers: int) -> dict:
+            r = httpx.post(px + "/v1/shrink", json=body, timeout=30)
+            assert r.status_code == 200, r.text
+            report = r.json()["report"]
+            # The backend counts 1.1x our tokens: three answers teach calibration so.
+            counted = {"x-fake-prompt-tokens": str(report["tokens_after"] * 11 // 10)}
+            for _ in range(answers):
+                raw = client.chat.completions.with_raw_response.create(
+                    **body, extra_headers=counted
+                )
+                assert raw.http_response.status_code == 200
+                for name in ("x-shrink-budget", "x-shrink-tokens-after", "x-shrink-actions"):
+                    assert raw.headers[name] == r.headers[name], name
+                assert fake.chat_bodies[-1]["messages"] == r.json()["messages"]
+            return report
+
+        assert preview_then_send(3)["window"] == 4096  # discovered from /props, not 32,768
+        assert 4096 / 1.1 - 5 < preview_then_send(1)["window"] < 4096 / 1.1 + 5
+        client.close()
