@@ -49,6 +49,8 @@ router = APIRouter()
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/")
+# What the client said was cut (its middle, marked): the one change it must be told about.
+USER_CUT_WARNING = ("x-shrink-warning", "latest-user-cut")
 
 
 def header(request: Request, name: str, default: str | None = None) -> str | None:
@@ -347,6 +349,8 @@ def shrink_headers(report: Report) -> list[tuple[str, str]]:
     ]
     if report.estimate:
         headers.append(("x-shrink-estimate", "bytes/4"))
+    if "user_cut" in report.actions:
+        headers.append(USER_CUT_WARNING)
     return headers
 
 

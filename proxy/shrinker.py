@@ -103,6 +103,7 @@ class Shrinker:
             summary_tokens=summary_room(settings.summary_max_tokens),
             facts_tokens=settings.facts_tokens,
             facts_window_share=settings.facts_window_share,
+            cut_latest_user=settings.cut_latest_user,
         )
         # After a pipeline error: no stage-1 compaction and no facts (see _fallback).
         self.safe_policy = dataclasses.replace(

@@ -143,3 +143,34 @@ def test_the_preview_plans_for_the_served_window_calibrated_like_the_real_route(
         assert preview_then_send(3)["window"] == 4096  # discovered from /props, not 32,768
         assert 4096 / 1.1 - 5 < preview_then_send(1)["window"] < 4096 / 1.1 + 5
         client.close()
+
+
+def test_a_refused_request_quotes_the_served_window_not_the_calibrated_one():
+    """With SHRINK_CUT_LATEST_USER=false a latest user message too large alone is refused; the
+    400 quotes the window the backend serves (4,096), not the smaller one calibration planned
+    with in our units, and says by how much the backend's counts differ."""
+    fake = FakeBackend("llamacpp", window=4096)
+    with serve(fake.app()) as up:
+        settings = Settings(upstream_url=up + "/v1", cut_latest_user=False)
+        with serve(create_app(settings)) as px:
+            small = {"model": fake.model, "messages": convo(6), "max_tokens": 64}
+            for _ in range(3):  # the backend counts 1.4x our tokens: calibration learns it
+                ours = httpx.post(px + "/v1/shrink", json=small).json()["report"]["tokens_after"]
+                r = httpx.post(
+                    px + "/v1/chat/completions",
+                    json=small,
+                    headers={"x-fake-prompt-tokens": str(ours * 14 // 10)},
+                )
+                assert r.status_code == 200, r.text
+            huge = {"role": "user", "content": " ".join(WORDS * 400)}
+            r = httpx.post(
+                px + "/v1/chat/completions",
+                json={"model": fake.model, "messages": [huge], "max_tokens": 64},
+            )
+    assert r.status_code == 400
+    message = r.json()["error"]["message"]
+    budget = int(r.headers["x-shrink-budget"])
+    assert budget < 4096 / 1.4
+    assert f"a prompt budget of {budget:,} tokens (its window of 4,096 minus" in message
+    assert "the backend counts about 1.40x as many" in message
+    assert fake.hits["/v1/chat/completions"] == 3  # the refused one never went upstream

@@ -55,6 +55,10 @@ class Policy:
     # grow into: at 8k, 100 tokens of facts keep dev breaks at 3/188, 150 cost a 4th
     # (bench/README.md, prefix).
     facts_window_share: int = 80
+    # When the latest user message alone cannot fit, stage 3 cuts its middle too (with the
+    # usual marker) rather than leave the request to be refused; False: it arrives verbatim or
+    # not at all.
+    cut_latest_user: bool = True
 
     def tool_limit(self, window: int) -> int:
         """The most tokens stage 1 leaves a tool result with, in a `window`-token context."""
