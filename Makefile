@@ -4,8 +4,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# Offline tiktoken encodings: the shared folder next to the project when it exists (CI, dev
-# machines); otherwise whatever TIKTOKEN_CACHE_DIR already says.
+# Offline tiktoken encodings for `make run`: the shared folder next to the project when it exists
+# (CI, dev machines); otherwise whatever TIKTOKEN_CACHE_DIR already says. Tests and benchmarks
+# find it themselves (tests/shared_dir.py), with or without make.
 SHARED_CACHE := $(abspath ../shared/tiktoken-cache)
 ifneq ($(wildcard $(SHARED_CACHE)),)
 export TIKTOKEN_CACHE_DIR ?= $(SHARED_CACHE)

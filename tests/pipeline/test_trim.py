@@ -8,7 +8,6 @@ import hashlib
 import json
 import random
 import re
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -26,9 +25,7 @@ from proxy.pipeline.trim import (
 )
 from proxy.pipeline.types import Policy
 from proxy.pipeline.units import group_units, pinned_count
-
-CORPUS = Path("/work/shared/corpus/dev")
-TIKTOKEN_CACHE = Path("/work/shared/tiktoken-cache")
+from tests.shared_dir import CORPUS, TIKTOKEN_CACHE
 
 
 def count(m: Any) -> int:
