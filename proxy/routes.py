@@ -360,7 +360,7 @@ def too_large_message(body: dict[str, object], report: Report, served: int | Non
     check. `served`: None when no window was discovered or configured for the model."""
     window = served or report.window
     units = ""
-    if window != report.window:
+    if report.window and window != report.window:
         units = (
             f", counted in shrink-proxy's tokens: the backend counts about "
             f"{window / report.window:.2f}x as many"

@@ -29,7 +29,7 @@ def test_plain_pytest_without_make_or_environment_counts_exactly(tmp_path: Path)
     """`python -m pytest tests/pipeline/...` with no TIKTOKEN_CACHE_DIR (and an empty temp
     folder, so tiktoken's own default cache cannot help): the test that loads tiktoken's
     encoding directly passes, so it found the files offline."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "CI")}
+    env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
     env["TMPDIR"] = str(tmp_path)
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
