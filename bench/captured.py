@@ -1,6 +1,6 @@
 """Stage 1 and the facts on real program output captured outside the dev corpus.
 
-    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken-cache .venv/bin/python -m bench.captured [-v]
+    .venv/bin/python -m bench.captured [-v]
 
 bench/captured/ holds 30 outputs captured by running real tools on this project's machines
 (npm, tsc, Jest, ESLint, mocha, webpack, node; pip, mypy, flake8, pytest, sphinx, Python

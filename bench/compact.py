@@ -1,6 +1,6 @@
 """Compact vs trim: needles kept, summarizer calls and prefix stability, per window.
 
-    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken-cache .venv/bin/python -m bench.compact [DIR]
+    .venv/bin/python -m bench.compact [DIR]
         [--json FILE] [--windows 16384 8192] [--set NAME=VALUE]
 
 Each conversation is replayed as bench/prefix replays it (a request before every assistant

@@ -1,7 +1,7 @@
 """Needle retention and token savings of tool-result compaction over the evaluation corpus.
 
 Usage: python bench/compact_eval.py [CORPUS_DIR]
-(CORPUS_DIR defaults to ../shared/corpus/dev relative to the repo root.)
+(CORPUS_DIR defaults to ../shared/corpus/dev beside the project root: tests/shared_dir.py.)
 
 For each budget, every tool message above it is compacted; a needle of class critical/incidental
 whose message is a tool message counts as kept when its answer is still a substring. Two baselines
@@ -12,7 +12,6 @@ budget) and head+tail lines filling the same budget (half each).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -20,7 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(ROOT.parent / "shared" / "tiktoken-cache"))
+from tests.shared_dir import DEV_CORPUS, use_offline_encodings  # noqa: E402
+
+use_offline_encodings()
 
 import tiktoken  # noqa: E402
 
@@ -57,7 +58,7 @@ def budget_baseline(text: str, budget: int, count: Callable[[str], int]) -> str:
 
 
 def main() -> None:
-    corpus = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "corpus" / "dev"
+    corpus = Path(sys.argv[1]) if len(sys.argv) > 1 else DEV_CORPUS
     enc = tiktoken.get_encoding("cl100k_base")
 
     def count(s: str) -> int:

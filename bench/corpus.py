@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from proxy.settings import Settings
-from proxy.tokenizers import Tokenizers
+from proxy.tokenizers import Tokenizers, resolve_cache_dir
+from tests.shared_dir import DEV_CORPUS, use_offline_encodings
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DIR = ROOT.parent / "shared" / "corpus" / "dev"
-DEFAULT_TIKTOKEN_CACHE = ROOT.parent / "shared" / "tiktoken-cache"
+DEFAULT_DIR = DEV_CORPUS
 # The model named in every request: a local coder model, so cl100k_base counts its tokens.
 MODEL = "qwen2.5-coder"
 CLASSES = ("critical", "incidental", "recent")
@@ -122,7 +121,7 @@ def pairing_ok(messages: list[Message]) -> bool:
 def setup_environment() -> None:
     """Point tiktoken at the offline encodings when the caller did not, and refuse `SHRINK_*`
     variables: the figures are for the default settings, whatever this shell exports."""
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(DEFAULT_TIKTOKEN_CACHE))
+    use_offline_encodings()
     leaked = sorted(k for k in os.environ if k.startswith("SHRINK_"))
     if leaked:
         raise SystemExit(f"unset {', '.join(leaked)}: benchmarks measure the default settings")
@@ -135,7 +134,7 @@ def settings(**overrides: Any) -> Settings:
 
 def tokenizers() -> Tokenizers:
     """A `Tokenizers` built the way the app builds it, with cl100k_base loaded up front."""
-    tk = Tokenizers(cache_dir=os.environ["TIKTOKEN_CACHE_DIR"])
+    tk = Tokenizers(cache_dir=resolve_cache_dir(os.environ))
     counter = tk.for_model(MODEL)
     if not counter.exact:
         raise SystemExit(f"tiktoken encoding not available ({counter.note})")

@@ -1,6 +1,6 @@
 """What `Shrinker.plan_sync` costs on a ~100k-token agent session, against tiktoken's own speed.
 
-    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken-cache .venv/bin/python -m bench.pipeline_cost [DIR]
+    .venv/bin/python -m bench.pipeline_cost [DIR]
         [--tokens 100000] [--reps 5] [--json FILE]
 
 The session is several corpus conversations' messages concatenated after one system prompt

@@ -1,6 +1,6 @@
 """Prefix-cache stability: how often a shrunk prompt stops being an extension of the last one.
 
-    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken-cache .venv/bin/python -m bench.prefix [DIR]
+    .venv/bin/python -m bench.prefix [DIR]
         [--json FILE] [--sweep] [--verbose]
 
 Each conversation is replayed as an agent sends it: one request per point where the assistant

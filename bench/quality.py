@@ -1,6 +1,6 @@
 """Tokens saved and needles kept by the whole pipeline, against the seed baseline, per window.
 
-    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken-cache .venv/bin/python -m bench.quality [DIR]
+    .venv/bin/python -m bench.quality [DIR]
         [--json FILE] [--no-sweep]
 
 Each conversation is sent as one request (its messages and tools, model `qwen2.5-coder`, so

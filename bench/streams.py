@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead.procs import Server, free_port, python_module  # noqa: E402
+from tests.shared_dir import use_offline_encodings  # noqa: E402
 
 BODY = (
     b'{"model":"qwen2.5-coder:7b","stream":true,"messages":[{"role":"system","content":"Be '
@@ -162,12 +163,8 @@ def servers(
         python_module("bench.overhead.upstream", "--port", str(up_port), "--chunks", str(events)),
         up_port,
     )
-    env = {
-        "TIKTOKEN_CACHE_DIR": os.environ.get(
-            "TIKTOKEN_CACHE_DIR", str(ROOT.parent / "shared" / "tiktoken-cache")
-        ),
-        **(proxy_env or {}),
-    }
+    cache = use_offline_encodings(dict(os.environ))
+    env = {**({"TIKTOKEN_CACHE_DIR": cache} if cache else {}), **(proxy_env or {})}
     proxy = Server(
         "proxy",
         python_module(

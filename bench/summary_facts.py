@@ -1,6 +1,6 @@
 """Fact retention of compaction by summary over the spans a trim drops, and incremental savings.
 
-    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken-cache .venv/bin/python -m bench.summary_facts [DIR]
+    .venv/bin/python -m bench.summary_facts [DIR]
 
 Each conversation goes through the real `Shrinker` at an 8k window (default settings). The span
 is what stage 2 drops: the stage-1 output between the pinned system prompt and the cut. What

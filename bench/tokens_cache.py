@@ -8,7 +8,7 @@ costs: each of hashlib's digests (and Python's own hash(), which keys must not r
 proxy/pipeline/keys.py) over texts of 1 KB to 1 MB, English and CJK, against tiktoken encoding
 them. Median of several runs.
 
-    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken-cache .venv/bin/python bench/tokens_cache.py [corpus]
+    .venv/bin/python bench/tokens_cache.py [corpus]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from proxy.tokenizers import Tokenizers, resolve_cache_dir  # noqa: E402
 from proxy.tokens import TEXT_CACHE_MIN_CHARS, TokenCounter, text_key  # noqa: E402
+from tests.shared_dir import DEV_CORPUS, use_offline_encodings  # noqa: E402
 
 T = TypeVar("T")
 
@@ -58,11 +59,12 @@ def flat_text(messages: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("corpus", nargs="?", default=str(ROOT.parent / "shared" / "corpus" / "dev"))
+    parser.add_argument("corpus", nargs="?", default=str(DEV_CORPUS))
     parser.add_argument("--top", type=int, default=5, help="how many of the largest conversations")
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--model", default="gpt-4o")
     args = parser.parse_args()
+    use_offline_encodings()
 
     shared = Tokenizers(cache_dir=resolve_cache_dir(os.environ)).for_model(args.model)
     if not shared.exact:

@@ -1,6 +1,6 @@
 """How planning scales with the number of messages: cold and warm cost of long agent sessions.
 
-    TIKTOKEN_CACHE_DIR=/work/shared/tiktoken-cache .venv/bin/python -m bench.trim_scale
+    .venv/bin/python -m bench.trim_scale
         [DIR] [--sizes 1000 2000 4000 8000 16000] [--windows 4096 32768] [--reps 1]
         [--give-up 120] [--json FILE]
 

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 NO_MODEL = "none"
 
 
-KNOWN_STAGES = ("tools", "trim", "truncate", "summary", "work_budget")
+KNOWN_STAGES = ("tools", "trim", "truncate", "user_cut", "summary", "work_budget")
 # LLM requests run from milliseconds (a cached /v1/models) to minutes (a long generation).
 SLOW_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
 # The pipeline's own cost: well under a millisecond for small requests, ~100 ms for huge ones.

@@ -31,15 +31,15 @@ from proxy.errors import (
 from proxy.exchange import INSPECT_LIMIT, ClientGone, Exchange
 from proxy.pipeline import Plan, Report
 from proxy.pipeline.summary import apply_summary
-from proxy.pipeline.types import StageAction
+from proxy.pipeline.types import Mode, StageAction
 from proxy.planner import guess_model
 from proxy.shrinker import parse_mode
 from proxy.sse import UsageTap
 from proxy.upstream import failure_name, new_request_id
 from proxy.windows import (
+    PlanWindow,
     check_truncation,
     overflow_inspectable,
-    served_window,
     shrink_to_stated_limit,
 )
 
@@ -52,6 +52,8 @@ router = APIRouter()
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/")
+# What the client said was cut (its middle, marked): the one change it must be told about.
+USER_CUT_WARNING = ("x-shrink-warning", "latest-user-cut")
 
 
 def header(request: Request, name: str, default: str | None = None) -> str | None:
@@ -139,12 +141,7 @@ async def chat_completions(request: Request) -> Response:
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     state.heap.note(len(raw))
-    mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
-
-    async def window_of(model: str | None) -> int | None:
-        return await served_window(state, model) if mode != "off" else None
-
-    body, plan = await state.shrinker.plan_request(raw, mode, window_of, ex.request_id)
+    mode, window, body, plan = await plan_chat(request, state, raw, ex.request_id)
     model = body.get("model") if isinstance(body.get("model"), str) else None
     if mode == "compact" and plan.span and plan.marker_index is not None:
         plan = await with_summary(plan, body, request, state, ex)
@@ -168,7 +165,9 @@ async def chat_completions(request: Request) -> Response:
     ex.extra_headers = shrink_headers(report, budget=planned)
     if not report.fits and mode in ("auto", "trim", "compact"):
         ex.log(status=400, error="context_length_exceeded")
-        raise ContextTooLarge(too_large_message(body, report), headers=dict(ex.extra_headers))
+        raise ContextTooLarge(
+            too_large_message(body, report, window.served), headers=dict(ex.extra_headers)
+        )
     messages = plan.messages if plan.changed else body["messages"]
     stream = wire.is_stream(body)
     tap = None
@@ -237,6 +236,17 @@ async def chat_completions(request: Request) -> Response:
             ex.note_json_usage(data)
             return await ex.answer_buffered(resp, data)
     return ex.relay(resp, tap=tap)
+
+
+async def plan_chat(
+    request: Request, state: AppState, raw: bytes, request_id: str, full: bool = False
+) -> tuple[Mode, PlanWindow, dict[str, Any], Plan]:
+    """Mode, window and plan of a chat request's bytes: the one path the chat routes and the
+    preview share, so `/v1/shrink` plans exactly as the real request would be planned."""
+    mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
+    window = PlanWindow(state, mode)
+    body, plan = await state.shrinker.plan_request(raw, mode, window, request_id, full=full)
+    return mode, window, body, plan
 
 
 async def with_summary(
@@ -351,14 +361,7 @@ async def shrink_preview(request: Request) -> Response:
     check_content_type(request)
     raw = await read_body(request, state.settings.max_body_bytes)
     state.heap.note(len(raw))
-    mode = parse_mode(header(request, "x-shrink-mode"), state.settings)
-
-    async def no_window(model: str | None) -> int | None:
-        return None
-
-    _, plan = await state.shrinker.plan_request(
-        raw, mode, no_window, request_id_of(request), full=True
-    )
+    *_, plan = await plan_chat(request, state, raw, request_id_of(request), full=True)
     return Response(
         dump_deep({"messages": plan.messages, "report": report_dict(plan.report)}),
         media_type="application/json",
@@ -377,15 +380,27 @@ def shrink_headers(report: Report, *, budget: bool = True) -> list[tuple[str, st
         headers.append(("x-shrink-budget", str(report.budget)))
     if report.estimate:
         headers.append(("x-shrink-estimate", "bytes/4"))
+    if "user_cut" in report.actions:
+        headers.append(USER_CUT_WARNING)
     return headers
 
 
-def too_large_message(body: dict[str, object], report: Report) -> str:
+def too_large_message(body: dict[str, object], report: Report, served: int | None) -> str:
+    """The 400's text, quoting the window the backend serves (or the one configured), not the
+    smaller one in our units that calibration planned with: that is the figure a user can
+    check. `served`: None when no window was discovered or configured for the model."""
+    window = served or report.window
+    units = ""
+    if report.window and window != report.window:
+        units = (
+            f", counted in shrink-proxy's tokens: the backend counts about "
+            f"{window / report.window:.2f}x as many"
+        )
     return (
         f"This request needs {report.tokens_after:,} prompt tokens even after shrink-proxy "
         f"dropped old history and cut the largest texts of the newest turn, but model "
-        f"{body.get('model')!r} has a prompt budget of {report.budget:,} tokens (window "
-        f"{report.window:,} minus the completion reserve and a safety margin). Shorten the "
+        f"{body.get('model')!r} has a prompt budget of {report.budget:,} tokens (its window of "
+        f"{window:,} minus the completion reserve and a safety margin{units}). Shorten the "
         "latest message, lower max_tokens, or raise the context window."
     )
 

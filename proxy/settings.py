@@ -245,8 +245,15 @@ class Settings(BaseSettings):
         ge=0,
         le=1000,
         description="The last N messages are kept: when they alone do not fit, their largest "
-        "texts are cut head+tail first (never the latest user message); only if that cannot fit "
+        "texts are cut head+tail first (not the latest user message); only if that cannot fit "
         "are the oldest of them dropped.",
+    )
+    cut_latest_user: bool = Field(
+        True,
+        description="When the latest user message alone does not fit the budget (a whole log "
+        "piped into one prompt), cut its middle, with the same marker as every cut, and say so "
+        "in `x-shrink-warning: latest-user-cut`. `false`: such a request gets `400 "
+        "context_length_exceeded` instead.",
     )
     trim_step: float = Field(
         0.8,

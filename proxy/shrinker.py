@@ -105,6 +105,7 @@ class Shrinker:
             facts_tokens=settings.facts_tokens,
             facts_window_share=settings.facts_window_share,
             facts_min_tokens=settings.facts_min_tokens,
+            cut_latest_user=settings.cut_latest_user,
         )
         # After a pipeline error: no stage-1 compaction and no facts (see _fallback).
         self.safe_policy = dataclasses.replace(

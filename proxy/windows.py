@@ -26,15 +26,32 @@ OVERFLOW_BODY_LIMIT = 256 * 1024
 TRUNCATION_WARNING = ("x-shrink-warning", "upstream-truncated")
 
 
-async def served_window(state: AppState, model: str | None) -> int | None:
-    """The window to plan for; None means the configured default."""
-    if model is None:
-        return None
-    explicit = state.settings.explicit_window_for(model)
-    if explicit:
-        return explicit  # a window the user configured for this model always wins
-    served = await state.discovery.window_for(model) if state.discovery else None
-    return state.calibration.adjust_window(model, served) if served else None
+class PlanWindow:
+    """The `window_of` a request is planned with, on the chat routes and the preview alike.
+
+    A window configured for the model always wins; else the discovered one, in our token units
+    (scaled by the learnt calibration). It keeps the window the backend serves (or the
+    configured one) before calibration: errors quote that, the figure the user can check.
+    Mode `off` plans for no window at all (nothing is shrunk, nothing is discovered).
+    """
+
+    def __init__(self, state: AppState, mode: Mode) -> None:
+        self.state = state
+        self.mode = mode
+        self.served: int | None = None  # before calibration; None: the configured default
+
+    async def __call__(self, model: str | None) -> int | None:
+        """The window to plan for; None means the configured default."""
+        if self.mode == "off" or model is None:
+            return None
+        state = self.state
+        explicit = state.settings.explicit_window_for(model)
+        if explicit:
+            self.served = explicit
+            return explicit  # a window the user configured for this model always wins
+        served = await state.discovery.window_for(model) if state.discovery else None
+        self.served = served
+        return state.calibration.adjust_window(model, served) if served else None
 
 
 def overflow_inspectable(resp: httpx.Response) -> bool:

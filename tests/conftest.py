@@ -6,7 +6,6 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from pathlib import Path
 
 import httpx
 import pytest
@@ -15,14 +14,18 @@ from proxy.app import create_app
 from proxy.settings import Settings
 from tests.fakes.server import serve
 from tests.fakes.upstream import FakeUpstream
+from tests.shared_dir import CORPUS, ROOT, use_offline_encodings
 
-ROOT = Path(__file__).resolve().parents[1]
+__all__ = ["CORPUS", "ROOT"]
+
+# Before any test module reads the environment (collection imports them after this file): plain
+# `python -m pytest`, without make, counts with the offline encodings too.
+use_offline_encodings()
 
 # httpx's module-level helpers default to a 5 s timeout; on a loaded 2-core CI machine a real
 # loopback request can exceed that. Tests that care about time pass their own timeout.
 for _name in ("get", "post", "put", "patch", "delete", "request", "stream"):
     setattr(httpx, _name, functools.partial(getattr(httpx, _name), timeout=30.0))
-CORPUS = Path(os.environ.get("SHRINK_CORPUS_DIR", ROOT.parent / "shared" / "corpus" / "dev"))
 
 
 # Tests that need something outside Python (a browser, Node, a real model server) skip where it

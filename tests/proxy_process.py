@@ -20,8 +20,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-TIKTOKEN_CACHE = ROOT.parent / "shared" / "tiktoken-cache"
+from tests.shared_dir import ROOT, TIKTOKEN_CACHE
 
 
 def free_port() -> int:

@@ -16,9 +16,10 @@ from proxy.settings import Settings
 from proxy.shrinker import Shrinker
 from proxy.tokenizers import Tokenizers
 from proxy.tokens import TokenCounter
+from tests.shared_dir import TIKTOKEN_CACHE
 from tests.test_tokens import Gated
 
-CACHE_DIR = os.environ.get("TIKTOKEN_CACHE_DIR", "/work/shared/tiktoken-cache")
+CACHE_DIR = os.environ.get("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE))
 
 
 def session(results: int, lines: int) -> dict[str, Any]:

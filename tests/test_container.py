@@ -23,11 +23,12 @@ import yaml
 
 from proxy.settings import load_settings
 from tests.conftest import ROOT
+from tests.shared_dir import TIKTOKEN_CACHE
 
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
 BAKE = ROOT / "docker" / "bake_tiktoken.py"
-SHARED_CACHE = ROOT.parent / "shared" / "tiktoken-cache"
+SHARED_CACHE = TIKTOKEN_CACHE
 ENCODING_FILES = {
     "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",  # cl100k_base
     "fb374d419588a4632f3f557e76b4b70aebbca790",  # o200k_base

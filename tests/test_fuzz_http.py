@@ -28,7 +28,7 @@ CHAT = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
 def edge(request: pytest.FixtureRequest, fake: FakeUpstream) -> Iterator[tuple[str, str]]:
     """The proxy under each of uvicorn's HTTP parsers: they differ on malformed input.
 
-    httptools (llhttp) is what `uvicorn[standard]` runs; h11 is uvicorn's fallback when
+    httptools (llhttp) is what the runtime install runs (pyproject); h11 is uvicorn's fallback when
     httptools is not installed.
     """
     upstream_url = fake.url + "/v1"  # type: ignore[attr-defined]

@@ -80,7 +80,9 @@ def test_requests_through_the_proxy_show_up_in_stats_and_metrics(proxy_url, upst
 
 
 def test_rejected_and_unreachable_requests_add_no_tokens(start_proxy):
-    url = start_proxy(upstream_url="http://127.0.0.1:9/v1", context_window=512)
+    url = start_proxy(
+        upstream_url="http://127.0.0.1:9/v1", context_window=512, cut_latest_user=False
+    )
     huge = {"model": "m", "messages": [{"role": "user", "content": "word " * 5000}]}
     r = httpx.post(f"{url}/v1/chat/completions", json=huge)
     assert r.status_code == 400  # too large even after shrinking: never sent

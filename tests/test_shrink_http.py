@@ -141,7 +141,7 @@ def test_bad_mode_header_is_400(proxy_url, upstream):
 
 
 def test_latest_message_too_large_is_context_length_exceeded(start_proxy, upstream):
-    url = start_proxy(context_window=1024, min_prompt_budget=256)
+    url = start_proxy(context_window=1024, min_prompt_budget=256, cut_latest_user=False)
     huge = " ".join(f"word{i}" for i in range(5000))
     r = httpx.post(
         url + "/v1/chat/completions",
@@ -150,9 +150,42 @@ def test_latest_message_too_large_is_context_length_exceeded(start_proxy, upstre
     assert r.status_code == 400
     err = r.json()["error"]
     assert err["code"] == "context_length_exceeded"
-    assert "budget" in err["message"]
+    budget = int(r.headers["x-shrink-budget"])
+    assert f"prompt budget of {budget:,} tokens (its window of 1,024 minus" in err["message"]
     assert int(r.headers["x-shrink-tokens-after"]) > int(r.headers["x-shrink-budget"])
     assert upstream.requests == []
+
+
+def test_a_latest_user_message_too_large_alone_is_cut_in_the_middle_and_flagged(
+    start_proxy, upstream
+):
+    """`cat big.log | llm "summarise"`: the one message is larger than the whole window. Its
+    middle is cut (the marker tells the model), the client is told in `x-shrink-warning`, and
+    the preview says the same."""
+    url = start_proxy(context_window=4096)
+    log = "".join(
+        f"2026-12-01T10:{i // 60 % 60:02d}:{i % 60:02d} worker {i % 7} ok job={i}\n"
+        for i in range(6000)
+    )
+    prompt = log + "summarise this log"
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": prompt}]
+    with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="fake-model", messages=messages
+        )
+        assert raw.parse().choices[0].message.content
+    # (The fake's usage says it saw far fewer tokens: `upstream-truncated` may come too.)
+    assert "latest-user-cut" in raw.headers["x-shrink-warning"].split(", ")
+    assert "user_cut:1" in raw.headers["x-shrink-actions"]
+    assert int(raw.headers["x-shrink-tokens-after"]) <= int(raw.headers["x-shrink-budget"])
+    sent = orjson.loads(upstream.last.body)["messages"]
+    assert sent[0] == messages[0]
+    cut = sent[-1]["content"]
+    assert cut.startswith(log[:200]) and cut.endswith(log[-200:] + "summarise this log")
+    assert "lines" in cut and "omitted by shrink-proxy ...]" in cut and len(cut) < len(prompt) // 3
+    preview = httpx.post(url + "/v1/shrink", json={"model": "fake-model", "messages": messages})
+    assert preview.headers["x-shrink-warning"] == "latest-user-cut"
+    assert preview.json()["messages"] == sent
 
 
 def test_sdk_sees_shrink_headers_on_streams(start_proxy, upstream):

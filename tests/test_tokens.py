@@ -33,8 +33,9 @@ from proxy.tokens import (
     fits_by_bytes,
     upper_bound_bytes,
 )
+from tests.shared_dir import CORPUS, TIKTOKEN_CACHE
 
-CACHE_DIR = os.environ.get("TIKTOKEN_CACHE_DIR", "/work/shared/tiktoken-cache")
+CACHE_DIR = os.environ.get("TIKTOKEN_CACHE_DIR", str(TIKTOKEN_CACHE))
 
 
 @pytest.fixture(scope="module")
@@ -640,8 +641,6 @@ def test_uncounted_lists_texts_neither_cached_nor_under_way(fresh: TokenCounter)
 
 
 # --- long texts, counted in pieces (proxy.pieces) -------------------------------------------------
-
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "dev"
 
 
 def corpus_texts() -> list[str]:

@@ -175,7 +175,7 @@ class Proxy:
     def __init__(self, upstream: Server, window: int, settings: dict[str, Any], tmp: Path):
         self.upstream, self.tmp = upstream, tmp
         self.env = {f"SHRINK_{k.upper()}": str(v) for k, v in settings.items()}
-        cache = bodies.default_tiktoken_dir(procs.ROOT)
+        cache = bodies.default_tiktoken_dir()
         self.env.update({"TIKTOKEN_CACHE_DIR": cache} if cache else {})
         (tmp / "empty.env").write_text("")
         flags = {

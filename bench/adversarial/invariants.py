@@ -1,10 +1,11 @@
 """What a plan must satisfy whatever the input: the pipeline's own promises, checked on its output.
 
 The same properties tests/pipeline/test_pipeline_invariants.py draws from generated
-conversations, here on hostile ones at full size: never grows; the latest user message and the
-pinned system/developer messages come out identical; every kept tool result still follows its
-call; the last `keep_last` messages stay (compacted, perhaps, never dropped); the request fits
-whenever its untouchable part does; the output serialises; the client's body is not mutated.
+conversations, here on hostile ones at full size: never grows; the latest user message (unless it
+alone cannot fit: then cut with the marker, `user_cut`) and the pinned system/developer messages
+come out identical; every kept tool result still follows its call; the last `keep_last` messages
+stay (compacted, perhaps, never dropped); the request fits whenever its untouchable part does; the
+output serialises; the client's body is not mutated.
 Determinism needs a second process and is checked by the runner.
 """
 
@@ -75,7 +76,10 @@ def check(
     if report.tokens_after > report.tokens_before:
         failed["grew"] = f"{report.tokens_before} -> {report.tokens_after} tokens"
     user = _last_user(before)
-    if user is not None and _last_user(out) != user:
+    if user is not None and "user_cut" in report.actions:
+        if "omitted by shrink-proxy" not in str((_last_user(out) or {}).get("content")):
+            failed["latest-user"] = "the latest user message was cut without a marker"
+    elif user is not None and _last_user(out) != user:
         failed["latest-user"] = "the latest user message is changed or missing"
     p = pinned_count(before)
     if out[:p] != before[:p]:

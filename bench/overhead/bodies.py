@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.shared_dir import use_offline_encodings
+
 # Replaced by the load generator with `nonce-` + 16 decimal digits (same width).
 NONCE = b"nonce-@@@@@@@@@@@@@@@@"
 # Nonces are 16 decimal digits: tiktoken splits digits in runs of three, so every nonce costs the
@@ -151,9 +153,7 @@ def encode_ms(encoding: Any, raw: bytes, reps: int = 7) -> float:
     return statistics.median(times) * 1000
 
 
-def default_tiktoken_dir(root: Path) -> str | None:
-    """The Makefile's rule: ../shared/tiktoken-cache when it exists, else the environment's."""
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        return os.environ["TIKTOKEN_CACHE_DIR"]
-    shared = root.parent / "shared" / "tiktoken-cache"
-    return str(shared) if shared.is_dir() else None
+def default_tiktoken_dir() -> str | None:
+    """The environment's TIKTOKEN_CACHE_DIR, else the shared folder's when it exists
+    (tests/shared_dir.py), for the processes the benchmark starts."""
+    return use_offline_encodings(dict(os.environ))

@@ -28,6 +28,7 @@ from bench.overhead.scenarios import (
     scenarios_main,
     scenarios_transport,
 )
+from tests.shared_dir import DEV_CORPUS
 
 LITELLM_VENV = Path("/tmp/litellm-venv")
 # Smoke gate (CI): the proxy may cost at most this many times the floor's CPU per request on
@@ -113,7 +114,7 @@ class Bench:
 
     def proxy(self, name: str, window: int) -> Server:
         """`python -m proxy serve` pointed at the fake upstream, with offline tiktoken files."""
-        cache = bodies.default_tiktoken_dir(ROOT)
+        cache = bodies.default_tiktoken_dir()
         env = {"TIKTOKEN_CACHE_DIR": cache} if cache else {}
         port = procs.free_port()
         argv = python_module(
@@ -182,7 +183,7 @@ class Bench:
     def build_bodies(self) -> None:
         from proxy.tokenizers import Tokenizers
 
-        cache = bodies.default_tiktoken_dir(ROOT)
+        cache = bodies.default_tiktoken_dir()
         counter = Tokenizers(cache_dir=cache).for_model(bodies.MODEL)
         built = bodies.build(
             Path(self.args.corpus), self.args.conversation, self.args.large_tokens, counter
@@ -393,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="write the raw figures here")
     parser.add_argument(
         "--corpus",
-        default=str(ROOT.parent / "shared" / "corpus" / "dev"),
+        default=str(DEV_CORPUS),
         help="folder of corpus conversations (default ../shared/corpus/dev)",
     )
     parser.add_argument("--conversation", default="dev-13", help="corpus file name prefix")

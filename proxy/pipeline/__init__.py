@@ -407,11 +407,15 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         )
     for s in result.shrunk:
         report.count("truncate")
+        detail = "cut head+tail (last resort)"
+        if s.index == result.user_cut:
+            detail = "latest user message cut head+tail: it alone does not fit the budget"
         report.details.append(
-            StageAction(
-                "truncate", s.index, "cut head+tail (last resort)", s.tokens_before, s.tokens_after
-            )
+            StageAction("truncate", s.index, detail, s.tokens_before, s.tokens_after)
         )
+    if result.user_cut is not None:
+        report.count("user_cut")
+        report.notes.append("the latest user message alone did not fit: its middle was cut")
     return result.messages
 
 

@@ -64,6 +64,7 @@ class TrimResult:
     tokens_after: int = 0
     shrunk: tuple[Shrunk, ...] = field(default_factory=tuple)  # stage 3 only
     note: str = ""  # what `note` listed under the marker
+    user_cut: int | None = None  # the latest user message's index, when stage 3 cut it too
 
 
 def omitted_marker_text(messages: int, tokens: int) -> str:
@@ -384,9 +385,10 @@ def trim_history(
                 )
         return None
 
-    def shrunk_at(b: int) -> TrimResult:
+    def shrunk_at(b: int, cut_user: bool = False) -> TrimResult:
         """Stage 3 at unit b: cut there unless the marker would cost more than what it
-        replaces (then nothing is dropped), and shrink the largest texts kept."""
+        replaces (then nothing is dropped), and shrink the largest texts kept (`cut_user`: the
+        latest user message's too)."""
         n_dropped, t_dropped, carried, marker, cut = 0, 0, None, None, p
         if b > 0 and plan(b)[4] < total:
             n_dropped, t_dropped, carried, marker, _ = plan(b)
@@ -394,23 +396,27 @@ def trim_history(
         out = assemble(cut, carried, marker)
         origin = list(range(p)) + ([-1] if marker else [])
         origin += ([carried] if carried is not None else []) + list(range(cut, len(messages)))
-        # Pinned system/developer messages and the latest user message are never altered: what
-        # the client said must arrive verbatim or not at all (then the caller refuses: 400).
-        protect = {i for i, o in enumerate(origin) if o == latest_user or o == -1 or 0 <= o < p}
+        # Pinned system/developer messages are never altered, nor is the latest user message
+        # unless it alone cannot fit (`policy.cut_latest_user`; else the caller refuses: 400).
+        user = None if cut_user else latest_user
+        protect = {i for i, o in enumerate(origin) if o == user or o == -1 or 0 <= o < p}
         counter = count_text or (lambda text: count({"role": "user", "content": text}))
         out, changes, fits = last_resort(out, budget, count, counter, protect=protect)
         shrunk = tuple(Shrunk(origin[i], before, after) for i, before, after in changes)
         tokens = sum(count(m) for m in out)
-        return TrimResult(out, n_dropped, t_dropped, cut, carried, fits, total, tokens, shrunk)
+        user_cut = latest_user if any(s.index == latest_user for s in shrunk) else None
+        return TrimResult(
+            out, n_dropped, t_dropped, cut, carried, fits, total, tokens, shrunk, user_cut=user_cut
+        )
 
     def chosen() -> TrimResult:
         found = first_fit(newest=False)
         if found is not None:
             return found
-        # The newest `keep_last` messages alone do not fit (with what must come with them):
-        # they stay, and the largest texts kept are cut head+tail, the deepest cut within
-        # `limit` having dropped all the older history it may. Only when even that cannot fit
-        # does a cut drop some of them, and then the last resort cuts at the last unit.
+        # The newest `keep_last` messages alone do not fit (with what must come with them): they
+        # stay, and the largest texts kept are cut head+tail, the deepest cut within `limit` having
+        # dropped all the older history it may. Only when even that cannot fit does a cut drop
+        # some of them, and then the last resort cuts at the last unit.
         last = len(units) - 1
         deepest = max((b for b in within if b), default=0)
         if deepest < last:
@@ -418,7 +424,15 @@ def trim_history(
             if kept.fits:
                 return kept
         found = first_fit(newest=True)
-        return found if found is not None else shrunk_at(last)
+        if found is not None:
+            return found
+        newest = shrunk_at(last)
+        if newest.fits or not policy.cut_latest_user or latest_user is None:
+            return newest
+        # The newest turn does not fit even with every other text cut: the latest user message
+        # itself (`cat big.log | llm "summarise"`) is too large. Its middle goes too, with the same
+        # marker, which tells the model; the edge tells the client (x-shrink-warning).
+        return shrunk_at(last, cut_user=True)
 
     result = chosen()
     if floor_chain is not None and memo is not None and result.cut > p and result.fits:

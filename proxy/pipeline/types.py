@@ -64,6 +64,10 @@ class Policy:
     # grow into: at 8k, 100 tokens of facts keep dev breaks at 3/188, 150 cost a 4th
     # (bench/README.md, prefix).
     facts_window_share: int = 80
+    # When the latest user message alone cannot fit, stage 3 cuts its middle too (with the
+    # usual marker) rather than leave the request to be refused; False: it arrives verbatim or
+    # not at all.
+    cut_latest_user: bool = True
     # ... but never less than facts_min_tokens (nor more than facts_tokens): a share of 4k is
     # 51 tokens, one or two lines, too few to hold the version chosen at the first step and
     # the last test verdict. 100 is what 8k's share gives (102), so 8k and 16k are unchanged.

@@ -291,3 +291,31 @@ def test_a_slow_local_summary_is_made_once_and_serves_the_next_turns(
     done = tap.chats()  # in the order llama.cpp finished them
     assert "handoff note" in str(done[-1].json()["messages"])  # after the turn's own call
     assert other[-1] in done[-2].json()["messages"]
+
+
+def test_one_huge_prompt_is_cut_in_its_middle_and_answered(
+    llama_proxy: ProxyFactory, tap: Tap
+) -> None:
+    """`cat big.log | llm "summarise"`: one user message three times the real window. The
+    proxy cuts its middle (marked) so that llama.cpp, counting with its own tokenizer, takes it,
+    tells the client in `x-shrink-warning`, and the model answers."""
+    log = "".join(
+        f"2026-12-01 10:{i // 60 % 60:02d}:{i % 60:02d} INFO worker-{i % 5} job {i} done in "
+        f"{i * 37 % 900} ms\n"
+        for i in range(600)
+    )
+    prompt = log + "Summarise this log in one sentence."
+    with client(llama_proxy()) as sdk:
+        raw = sdk.chat.completions.with_raw_response.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=16,
+            temperature=0,
+        )
+        reply = raw.parse()
+    assert raw.headers["x-shrink-warning"] == "latest-user-cut"
+    assert reply.choices[0].message.content and reply.choices[0].message.content.strip()
+    assert reply.usage is not None and reply.usage.prompt_tokens <= N_CTX - 16
+    sent = tap.chats()[-1].json()["messages"][-1]["content"]
+    assert sent.startswith(log[:100]) and sent.endswith("Summarise this log in one sentence.")
+    assert "omitted by shrink-proxy ...]" in sent

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from proxy.pipeline.compact import compact_text
 from tests.pipeline.counters import tik
+from tests.shared_dir import CORPUS
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "dev"
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="evaluation corpus not available")
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -27,8 +26,8 @@ from hypothesis import strategies as st
 from proxy.pipeline import facts, outcomes, scan
 from tests.pipeline import ecosystems
 from tests.pipeline import facts_reference as reference
+from tests.shared_dir import CORPUS
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "dev"
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="evaluation corpus not available")
 QUOTAS = [
     None,

@@ -1,12 +1,13 @@
 """Invariants of the whole pipeline (stage 1 + 2 + 3) on generated conversations.
 
-Never grows; latest user message verbatim; pinned system messages first and unchanged; no
-orphaned tool call or result; fits whenever feasible; untouched when under budget; deterministic;
-a second run changes nothing.
+Never grows; latest user message verbatim (cut, marked, only when it alone cannot fit); pinned
+system messages first and unchanged; no orphaned tool call or result; fits whenever feasible;
+untouched when under budget; deterministic; a second run changes nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -84,15 +85,25 @@ def ids_of_calls(msgs):
     tool_max=st.sampled_from([64, 128, 512]),
     keep_last=st.integers(0, 6),
     step=st.sampled_from([0.25, 0.5, 0.75]),
+    cut_user=st.booleans(),
 )
-def test_invariants(msgs, window, tool_max, keep_last, step):
-    policy = Policy(tool_max_tokens=tool_max, keep_last=keep_last, trim_step=step)
+def test_invariants(msgs, window, tool_max, keep_last, step, cut_user):
+    policy = Policy(
+        tool_max_tokens=tool_max, keep_last=keep_last, trim_step=step, cut_latest_user=cut_user
+    )
     budget, plan = run(msgs, window, policy)
     out, rep = plan.messages, plan.report
     # Never grows.
     assert rep.tokens_after <= rep.tokens_before
-    # The latest user message is there, verbatim, and last.
-    assert out[-1] == msgs[-1]
+    # The latest user message is there, verbatim, and last; or, only when the request could
+    # not fit otherwise, cut in its middle with the marker.
+    if "user_cut" not in rep.actions:
+        assert out[-1] == msgs[-1]
+    else:
+        assert cut_user and out[-1]["role"] == "user" and out[-1] != msgs[-1]
+        assert "omitted by shrink-proxy" in str(out[-1]["content"])
+        strict = dataclasses.replace(policy, cut_latest_user=False)
+        assert not run(msgs, window, strict)[1].report.fits
     # Pinned system/developer messages stay first, in order and verbatim, even in the last resort.
     pinned = [m for m in msgs[:2] if m["role"] in ("system", "developer")]
     assert out[: len(pinned)] == pinned

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,8 +25,7 @@ from proxy.pipeline.summary import (
 )
 from proxy.pipeline.trim import omitted_marker_text, trim_history
 from proxy.pipeline.types import Policy
-
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "dev"
+from tests.shared_dir import CORPUS
 
 
 def call(name: str, args: Any, id_: str = "c1") -> dict[str, Any]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import random
 import re
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -25,9 +25,7 @@ from proxy.pipeline.trim import (
 )
 from proxy.pipeline.types import Policy
 from proxy.pipeline.units import group_units, pinned_count
-
-CORPUS = Path("/work/shared/corpus/dev")
-TIKTOKEN_CACHE = Path("/work/shared/tiktoken-cache")
+from tests.shared_dir import CORPUS, TIKTOKEN_CACHE
 
 
 def count(m: Any) -> int:
@@ -194,10 +192,12 @@ def test_keep_last_messages_are_dropped_only_when_keeping_them_cannot_fit() -> N
     messages = [sys(100), user(50), call, tool("a", 50), asst(20), user(20, "q")]
     r = trim_history(messages, 1000, count, Policy(keep_last=4), count_text=count_text)
     assert r is not None and r.fits and r.cut == 4 and r.messages[-2:] == messages[-2:]
-    # The latest user message alone too big: it is never cut, and nothing fits.
+    # The latest user message alone too big: with cut_latest_user off it is never cut, and
+    # nothing fits.
     big = [sys(100), user(50), asst(50), user(4000, "q")]
-    r = trim_history(big, 1000, count, Policy(keep_last=4), count_text=count_text)
-    assert r is not None and not r.fits and r.messages[-1] is big[-1]
+    strict = Policy(keep_last=4, cut_latest_user=False)
+    r = trim_history(big, 1000, count, strict, count_text=count_text)
+    assert r is not None and not r.fits and r.messages[-1] is big[-1] and r.user_cut is None
 
 
 def test_stage3_one_huge_result_is_cut_to_just_under_the_budget() -> None:
@@ -211,8 +211,28 @@ def test_stage3_one_huge_result_is_cut_to_just_under_the_budget() -> None:
 
 def test_stage3_reports_does_not_fit_when_the_latest_user_alone_is_too_big() -> None:
     u = user(2000)
-    r = trim_history([sys(10), user(500), u], 500, count, Policy(), count_text=count_text)
+    strict = Policy(cut_latest_user=False)
+    r = trim_history([sys(10), user(500), u], 500, count, strict, count_text=count_text)
     assert r is not None and not r.fits and r.messages[-1] is u
+
+
+def test_the_latest_user_message_is_cut_only_when_it_alone_cannot_fit() -> None:
+    """`cat big.log | llm "summarise"`: one user message larger than the budget. Its middle
+    goes, marked, after everything else that could go; its head and tail (the question) stay."""
+    question = {"role": "user", "content": text(4000, "q") + "summarise this log\n"}
+    messages = [sys(100), user(50), asst(50), question]
+    r = trim_history(messages, 1000, count, Policy(keep_last=4), count_text=count_text)
+    assert r is not None and r.fits and r.user_cut == 3
+    assert r.messages[0] is messages[0]  # the pinned system message is never cut
+    assert [m["role"] for m in r.messages] == ["system", "system", "user"]  # history dropped
+    cut = r.messages[-1]["content"]
+    assert cut.startswith("q0000 ") and cut.endswith("summarise this log\n")
+    assert re.search(r"\[\.\.\. [\d,]+ lines \([\d,]+ tokens\) omitted by shrink-proxy", cut)
+    assert 900 <= r.tokens_after <= 1000  # the message keeps what the budget holds
+    # A latest user message that fits once the rest is cut stays verbatim.
+    fits = [sys(100), user(50), asst(3000), {**question, "content": text(700, "q")}]
+    r = trim_history(fits, 1000, count, Policy(keep_last=4), count_text=count_text)
+    assert r is not None and r.fits and r.user_cut is None and r.messages[-1] is fits[-1]
 
 
 def test_stage3_shrinks_text_parts_and_keeps_other_parts() -> None:
@@ -296,6 +316,7 @@ policies = st.builds(
     keep_last=st.integers(0, 8),
     trim_step=st.sampled_from([0.25, 0.5, 0.75]),
     marker_role=st.sampled_from(["system", "user"]),
+    cut_latest_user=st.booleans(),
 )
 
 
@@ -336,7 +357,11 @@ def minimal_fits(messages: list[Any], budget: int, policy: Policy) -> bool:
 
 
 def check_invariants(
-    messages: list[Any], budget: int, policy: Policy, r: TrimResult | None
+    messages: list[Any],
+    budget: int,
+    policy: Policy,
+    r: TrimResult | None,
+    text_counter: Any = None,
 ) -> None:
     if r is None:
         assert total(messages) <= budget
@@ -344,8 +369,16 @@ def check_invariants(
     out = r.messages
     assert total(out) <= total(messages)
     assert r.tokens_after == total(out)
-    if (u := latest_user(messages)) is not None:
-        assert any(m is u for m in out)
+    if (u := latest_user(messages)) is not None and r.user_cut is None:
+        assert any(m is u for m in out)  # verbatim
+    elif u is not None:
+        # Cut only when it alone cannot fit (the request fits no other way), and marked so.
+        assert policy.cut_latest_user and messages[r.user_cut or 0] is u
+        strict = dataclasses.replace(policy, cut_latest_user=False)
+        verbatim = trim_history(messages, budget, count, strict, count_text=text_counter)
+        assert verbatim is not None and not verbatim.fits
+        cut = latest_user(out)
+        assert cut is not u and "omitted by shrink-proxy" in str(cut["content"])
     p = pinned_count(messages)
     assert [m["role"] for m in out[:p]] == [m["role"] for m in messages[:p]]
     # no new orphans: every pair of the input is kept whole or dropped whole
@@ -379,7 +412,7 @@ def test_trim_invariants(messages: list[Any], budget: int, policy: Policy) -> No
     before = copy.deepcopy(messages)
     r = trim_history(messages, budget, count, policy, count_text=count_text)
     assert messages == before  # never mutates
-    check_invariants(messages, budget, policy, r)
+    check_invariants(messages, budget, policy, r, count_text)
     assert trim_history(messages, budget, count, policy, count_text=count_text) == r
 
 
@@ -532,7 +565,8 @@ def test_corpus_with_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_junk_never_raises() -> None:
     messages = [sys(), "junk", None, {"content": None}, tool("zz", 300), user(300), 7, asst(300)]
-    r = trim_history(messages, 200, count, Policy(keep_last=1), count_text=count_text)
+    strict = Policy(keep_last=1, cut_latest_user=False)
+    r = trim_history(messages, 200, count, strict, count_text=count_text)
     assert r is not None and r.messages[0] is messages[0] and messages[5] in r.messages
 
 
