@@ -27,6 +27,11 @@ from typing import Any
 from bench.overhead.bodies import NONCE, WARM_NONCE
 
 HOST = "127.0.0.1"
+# uvicorn closes a keep-alive connection idle for 5 s (its default): a connection idle for
+# longer is reopened, as httpx and aiohttp do (their pools expire idle connections), or a
+# request written while the server closes it reads nothing (IncompleteReadError, 0 bytes).
+# Cold 64-way rounds take seconds, so connections do idle that long between rounds.
+KEEPALIVE_EXPIRY = 4.0
 
 
 class ResponseError(Exception):
@@ -51,9 +56,11 @@ class Conn:
         self.port = port
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.idle_since = 0.0
 
     async def open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(HOST, self.port, limit=1 << 20)
+        self.idle_since = time.perf_counter()
 
     async def close(self) -> None:
         if self.writer is not None:
@@ -65,6 +72,11 @@ class Conn:
         self.reader = self.writer = None
 
     async def request(self, raw: bytes, sse: bool, want_headers: bool = False) -> Result:
+        stale = self.reader is not None and (
+            self.reader.at_eof() or time.perf_counter() - self.idle_since > KEEPALIVE_EXPIRY
+        )
+        if stale:
+            await self.close()
         if self.writer is None:
             await self.open()
         assert self.reader is not None and self.writer is not None
@@ -98,7 +110,7 @@ class Conn:
             n = int(lower[i + 17 : lower.find(b"\r\n", i + 17)].strip())
             parts.append(await reader.readexactly(n))
             chunks = 1
-        end = time.perf_counter()
+        end = self.idle_since = time.perf_counter()
         body = b"".join(parts)
         if b"\r\nconnection: close" in lower:
             await self.close()
