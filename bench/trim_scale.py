@@ -78,7 +78,7 @@ def session(n_messages: int, texts: list[str], seed: int = 0) -> list[Message]:
             messages.append({"role": "user", "content": rng.choice(USER).format(n=turn)})
         command = rng.choice(COMMANDS).format(n=turn % 97)
         call_id = f"call_{turn}"
-        args = orjson.dumps({"command": command, "cwd": f"/work/repo{turn % 7}"}).decode()
+        args = orjson.dumps({"command": command, "cwd": f"/home/repo{turn % 7}"}).decode()
         call = {"id": call_id, "type": "function", "function": {"name": "run", "arguments": args}}
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         lines = rng.choice(texts).split("\n")

@@ -21,6 +21,14 @@ log = logging.getLogger(__name__)
 OTHER = "other"
 UNKNOWN = "unknown"
 LABEL_MAX_CHARS = 100
+# The model label of requests that name none (pass-through GET /v1/models, say): "unknown" is
+# for a name that cannot be shown (not a string, no printable characters).
+NO_MODEL = "none"
+KNOWN_STAGES = ("tools", "trim", "truncate", "user_cut", "summary", "work_budget")
+# LLM requests run from milliseconds (a cached /v1/models) to minutes (a long generation).
+SLOW_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
+# The pipeline's own cost: well under a millisecond for small requests, ~100 ms for huge ones.
+FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 CacheInfoFn = Callable[[], tuple[int, int, int]]
 

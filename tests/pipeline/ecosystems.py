@@ -128,7 +128,7 @@ def maven(rng: random.Random) -> Log:
         "[INFO] --- compiler:3.11.0:compile (default-compile) @ core ---",
         "[INFO] Compiling 214 source files with javac [debug target 17] to target/classes",
         "[ERROR] COMPILATION ERROR : ",
-        "[ERROR] /work/core/src/main/java/com/acme/Ledger.java:[88,24] cannot find symbol",
+        "[ERROR] /home/core/src/main/java/com/acme/Ledger.java:[88,24] cannot find symbol",
         "  symbol:   method balanceOf(java.lang.String)",
         "[INFO] 1 error",
         "[INFO] BUILD FAILURE",
@@ -150,7 +150,7 @@ def gradle(rng: random.Random) -> Log:
         lines += [f"> Task :{module}:compileJava UP-TO-DATE", f"> Task :{module}:test{i} NO-SOURCE"]
     lines += [
         "> Task :app:compileKotlin FAILED",
-        "e: file:///work/app/src/main/kotlin/Report.kt:57:13 Unresolved reference: totalOf",
+        "e: file:///home/app/src/main/kotlin/Report.kt:57:13 Unresolved reference: totalOf",
         "",
         "FAILURE: Build failed with an exception.",
         "",
@@ -187,7 +187,7 @@ def tsc(rng: random.Random) -> Log:
 def eslint(rng: random.Random) -> Log:
     lines = []
     for _ in range(rng.randint(90, 150)):
-        lines += [f"/work/web/src/{_words(rng, 2)}.js"]
+        lines += [f"/home/web/src/{_words(rng, 2)}.js"]
         lines += [
             f"  {rng.randint(1, 400)}:{rng.randint(1, 80)}  warning  Unexpected console "
             "statement  no-console"
@@ -196,7 +196,7 @@ def eslint(rng: random.Random) -> Log:
         lines.append("")
     at = rng.randint(len(lines) // 4, len(lines) * 3 // 4)
     lines[at:at] = [
-        "/work/web/src/checkout.js",
+        "/home/web/src/checkout.js",
         "  77:9  error  'total' is assigned a value but never used  no-unused-vars",
         "",
     ]
@@ -211,13 +211,13 @@ def eslint(rng: random.Random) -> Log:
 def dotnet(rng: random.Random) -> Log:
     lines = ["  Determining projects to restore..."]
     lines += [
-        f"  Restored /work/src/{_words(rng, 1)}/{_words(rng, 1)}.csproj "
+        f"  Restored /home/src/{_words(rng, 1)}/{_words(rng, 1)}.csproj "
         f"(in {rng.randint(1, 900)} ms)."
         for _ in range(rng.randint(200, 300))
     ]
     lines += [
-        "/work/src/Api/Program.cs(31,17): error CS0103: The name 'cfg' does not exist in the "
-        "current context [/work/src/Api/Api.csproj]",
+        "/home/src/Api/Program.cs(31,17): error CS0103: The name 'cfg' does not exist in the "
+        "current context [/home/src/Api/Api.csproj]",
         "",
         "Build FAILED.",
         "",

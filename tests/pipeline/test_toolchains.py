@@ -57,7 +57,7 @@ def test_every_toolchain_keeps_its_needles(seed: int, budget: int) -> None:
         ("Plan: 3 to add, 1 to change, 0 to destroy.", SUMMARY),
         ("    1 Error(s)", SUMMARY),
         ("> Task :app:compileJava FAILED", STRONG),
-        ("e: file:///work/app/src/Report.kt:57:13 Unresolved reference: totalOf", STRONG),
+        ("e: file:///home/app/src/Report.kt:57:13 Unresolved reference: totalOf", STRONG),
         ("Execution failed for task ':app:compileKotlin'.", STRONG),
         ("fatal: not a git repository (or any of the parent directories): .git", STRONG),
         ("CONFLICT (content): Merge conflict in src/app.py", STRONG),

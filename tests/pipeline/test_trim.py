@@ -636,7 +636,7 @@ def long_session(n: int) -> list[Any]:
         turn += 1
         if turn % 5 == 1:
             messages.append({"role": "user", "content": f"Make tests/test_{turn}.py pass."})
-        command = json.dumps({"command": f"pytest -x tests/test_{turn}.py", "cwd": "/work/repo"})
+        command = json.dumps({"command": f"pytest -x tests/test_{turn}.py", "cwd": "/home/repo"})
         call = {"id": f"c{turn}", "type": "function"}
         call["function"] = {"name": "run", "arguments": command}
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
