@@ -345,13 +345,17 @@ def trim_history(
     floor = None
     if floor_chain is not None and memo is not None:
         floor = _floor(floor_chain, floor_key, memo, p)
-    if floor is not None and floor[1] > starts[cut_unit] * (cut_unit > 0):
+    if floor is not None:
         n, k = floor
         b = next((b for b, s in enumerate(starts) if s == k), None)
-        if b is not None and k <= n <= len(messages):
-            # Never in front of where an earlier turn was cut: resume the replay from there.
+        if b is not None and k < n <= len(messages) and (n, b) != resume:
+            # Where an earlier turn was cut, whatever its budget: the replay goes on from there
+            # (that turn's own prefix weighed again, at this budget), so the cut moves only when
+            # this budget no longer fits it, and only forward. (At an unchanged budget that is
+            # exactly where the replay itself would resume.)
+            resumed = (n - 1, b)
             cut_unit = _replay_cut(
-                len(messages), prefix, p, starts, budget, policy, weigh, note is not None, (n, b)
+                len(messages), prefix, p, starts, budget, policy, weigh, note is not None, resumed
             )
     if chain is not None and memo is not None and resume[0] < len(messages):
         memo[("replay", seed_key, chain[-1])] = starts[cut_unit] if cut_unit else 0
@@ -435,6 +439,9 @@ def trim_history(
         return shrunk_at(last, cut_user=True)
 
     result = chosen()
-    if floor_chain is not None and memo is not None and result.cut > p and result.fits:
+    # Only a replayed cut is a floor: a fallback's (the grid, stage 3) is not where the replay
+    # of this prefix arrived, and resuming from it would make the plan depend on the history.
+    replayed_used = cut_unit > 0 and result.cut == starts[cut_unit] and not result.shrunk
+    if floor_chain is not None and memo is not None and replayed_used and result.fits:
         memo[("floor", floor_key, floor_chain[-1])] = result.cut
     return result

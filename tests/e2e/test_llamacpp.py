@@ -95,6 +95,10 @@ def test_stream_hides_the_usage_chunk_the_proxy_asked_for(
     assert b'"usage"' in sent.response and b'"prompt_tokens"' in sent.response
 
 
+def logged(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [r.fields for r in caplog.records if r.name == "proxy.request"]  # type: ignore[attr-defined]
+
+
 def test_prefix_cache_figures_reach_the_log_line_and_metrics(
     llama_proxy: ProxyFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -115,7 +119,12 @@ def test_prefix_cache_figures_reach_the_log_line_and_metrics(
         stream=True,  # type: ignore[arg-type]
     )
     assert all(c.usage is None for c in stream)
-    lines = [r.fields for r in caplog.records if r.name == "proxy.request"]  # type: ignore[attr-defined]
+    # The stream's line is written once the proxy's relay has ended, which may be a moment
+    # after the client read the last event.
+    deadline = time.monotonic() + 10
+    while len(logged(caplog)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lines = logged(caplog)
     assert len(lines) == 3
     for line in lines:
         assert line["cache_n"] + line["prompt_n"] == line["upstream_prompt_tokens"], line

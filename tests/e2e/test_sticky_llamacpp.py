@@ -62,9 +62,10 @@ def test_the_cut_never_moves_back_and_the_server_reuses_the_prefix(
     assert len(held) >= TURNS // 2, seen
     for before, now in held:
         assert now[3] >= before[2] + before[3] - 8, (before, now)
-    # The same request again (another reserve): the same prompt, all of it reused.
+    # The same request again with a smaller reserve (so a larger budget, whose replay alone
+    # would keep more history): the same prompt, all of it reused.
     sent = [c.json()["messages"] for c in tap.chats()]
-    body = {"model": MODEL, "messages": requests[-1], "max_tokens": 200, "temperature": 0}
+    body = {"model": MODEL, "messages": requests[-1], "max_tokens": 4, "temperature": 0}
     with httpx.Client(timeout=TIMEOUT) as client:
         r = client.post(url + "/v1/chat/completions", json=body)
     assert r.status_code == 200, r.text
