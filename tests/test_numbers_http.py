@@ -12,10 +12,10 @@ import time
 import httpx
 import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.backends import FakeBackend
 from tests.fakes.server import serve
+from tests.test_observability_http import metric
 from tests.test_windows_http import convo
 
 CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "hi there"}]}
@@ -23,15 +23,6 @@ CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "hi ther
 
 def request_lines(caplog: pytest.LogCaptureFixture) -> list[dict]:
     return [r.fields for r in caplog.records if r.name == "proxy.request"]  # type: ignore[attr-defined]
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    return sum(
-        s.value
-        for f in text_string_to_metric_families(text)
-        for s in f.samples
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def wait_for_requests(url: str, n: int) -> dict:
