@@ -18,6 +18,7 @@ from typing import Any
 from proxy.pipeline import keys
 from proxy.pipeline.budget import Budget, compute_budget
 from proxy.pipeline.compact import Compacted, compact_text
+from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.last_resort import shrink_text_head_tail
 from proxy.pipeline.notes import Notes
 from proxy.pipeline.trim import trim_history
@@ -26,8 +27,10 @@ from proxy.pipeline.units import pinned_count
 from proxy.pipeline.work import Budgeter, WorkExceeded
 
 __all__ = [
+    "CHAT",
     "Budget",
     "CallCounter",
+    "Dialect",
     "Plan",
     "Policy",
     "Report",
@@ -38,7 +41,6 @@ __all__ = [
 ]
 
 REPLY_PRIMING = 3
-TOOL_ROLES = ("tool", "function")
 # Stage-1 results by ("tool", encoding, text key, limit); by the key of a conversation's prefix
 # (keys.prefixes: a chain of the messages' count keys, one per request), the facts read of the
 # dropped spans ("facts-state") and their lists ("facts-text", with the encoding and room)
@@ -78,6 +80,7 @@ class _Context:
     work: Budgeter | None = None  # a budget per stage-1 text (proxy.pipeline.work)
     # keys.prefixes of the messages as sent (stage 1 leaves their number and order alone)
     floor_chain: list[bytes] | None = None
+    dialect: Dialect = CHAT
 
 
 def shrink(
@@ -90,9 +93,12 @@ def shrink(
     fixed_tokens: int = 0,
     memo: CompactMemo | None = None,
     work: Budgeter | None = None,
+    dialect: Dialect = CHAT,
 ) -> Plan:
-    """Shrink `messages` so that they plus `fixed_tokens` (tool definitions) fit `budget.prompt`.
-    `work`: a budget for each tool result stage 1 reads (proxy.pipeline.work)."""
+    """Shrink `messages` so that they plus `fixed_tokens` (tool definitions, and instructions
+    held outside the messages) fit `budget.prompt`. `work`: a budget for each tool result stage
+    1 reads (proxy.pipeline.work). `dialect`: the wire format of the messages; `counter` must
+    count that format's messages."""
     mode = mode or policy.mode
     counter = counter if isinstance(counter, CallCounter) else CallCounter(counter)
     report = Report(budget=budget.prompt, window=budget.window, estimate=not counter.exact)
@@ -118,6 +124,7 @@ def shrink(
             budget, counter, policy, fixed_tokens, memo, report, room, room, facts_tokens, True
         )
         ctx.work = work
+    ctx.dialect = dialect
     if memo is not None:
         ctx.floor_chain = keys.prefixes(messages, counter.key_of)
     out = list(messages)
@@ -233,81 +240,58 @@ def _total(messages: list[Message], counter: CallCounter, fixed: int) -> int:
     return counter.total(messages) + fixed + REPLY_PRIMING
 
 
+class _Stage1Edit:
+    """Stage 1 of each text of one tool result, with the tokens before and after summed."""
+
+    def __init__(self, limit: int, ctx: _Context) -> None:
+        self.limit, self.ctx = limit, ctx
+        self.before = self.after = 0
+        self.cut: list[bool] = []  # a text whose rules spent their work budget (head+tail)
+
+    def __call__(self, text: str) -> str | None:
+        ctx = self.ctx
+        done = _compact(text, self.limit, ctx.counter, ctx.memo, ctx.work, self.cut)
+        if done is None:
+            return None
+        self.before += done.tokens_before
+        self.after += done.tokens_after
+        return done.text
+
+
 def _tools(messages: list[Message], ctx: _Context) -> list[Message]:
     """Stage 1: compact each oversized tool result alone, whatever the budget or position."""
-    policy, counter, memo, report = ctx.policy, ctx.counter, ctx.memo, ctx.report
-    limit = policy.tool_limit(ctx.budget.window)
+    report, dialect = ctx.report, ctx.dialect
+    limit = ctx.policy.tool_limit(ctx.budget.window)
     out = messages
     for i, m in enumerate(messages):
-        if m.get("role") not in TOOL_ROLES:
+        if not dialect.is_result(m):
             continue
-        content = m.get("content")
-        cut: list[bool] = []  # a text whose rules spent their work budget (plain head+tail)
-        if isinstance(content, str):
-            done = _compact(content, limit, counter, memo, ctx.work, cut)
-            if done is None:
-                continue
-            new: Message = {**m, "content": done.text}
-            before, after = done.tokens_before, done.tokens_after
-        elif isinstance(content, list):
-            parts, before, after = _compact_parts(content, limit, counter, memo, ctx.work, cut)
-            if parts is None:
-                continue
-            new = {**m, "content": parts}
-        else:
+        edit = _Stage1Edit(limit, ctx)
+        new = dialect.edit_results(m, edit)
+        if new is None:
             continue
         if out is messages:
             out = list(messages)
         out[i] = new
         report.count("tools")
         detail = "tool result compacted"
-        if cut:
-            report.count("work_budget", len(cut))
+        if edit.cut:
+            report.count("work_budget", len(edit.cut))
             detail = "tool result cut head+tail: its rules spent their work budget"
-        report.details.append(StageAction("tools", i, detail, before, after))
+        report.details.append(StageAction("tools", i, detail, edit.before, edit.after))
     return out
 
 
-def tool_texts(messages: list[Message], limit: int) -> list[str]:
+def tool_texts(messages: list[Message], limit: int, dialect: Dialect = CHAT) -> list[str]:
     """The tool-result texts stage 1 counts (those past the byte bound), in the order it meets
     them: what the edge may count ahead on another core."""
-    texts = []
-    for m in messages:
-        if not isinstance(m, dict) or m.get("role") not in TOOL_ROLES:
-            continue
-        content = m.get("content")
-        if isinstance(content, list):
-            content = [
-                p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"
-            ]
-        for text in content if isinstance(content, list) else [content]:
-            if isinstance(text, str) and len(text) > limit:
-                texts.append(text)
-    return texts
-
-
-def _compact_parts(
-    parts: list[Any],
-    limit: int,
-    counter: CallCounter,
-    memo: CompactMemo | None,
-    work: Budgeter | None = None,
-    cut: list[bool] | None = None,
-) -> tuple[list[Any] | None, int, int]:
-    new_parts: list[Any] = []
-    changed = False
-    before = after = 0
-    for part in parts:
-        text = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
-        done = _compact(text, limit, counter, memo, work, cut) if isinstance(text, str) else None
-        if done is None:
-            new_parts.append(part)
-            continue
-        changed = True
-        before += done.tokens_before
-        after += done.tokens_after
-        new_parts.append({**part, "text": done.text})
-    return (new_parts if changed else None), before, after
+    return [
+        text
+        for m in messages
+        if dialect.is_result(m)
+        for text in dialect.result_texts(m)
+        if len(text) > limit
+    ]
 
 
 def compact_key(text: str, limit: int, counter: CallCounter) -> Hashable:
@@ -358,7 +342,7 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     chain = keys.prefixes(messages, counter.key_of) if ctx.memo is not None else None
     notes = None
     if ctx.facts_in_cut and ctx.facts_tokens > 0:
-        notes = _notes(messages, pinned_count(messages), ctx, chain)
+        notes = _notes(messages, pinned_count(messages, ctx.dialect), ctx, chain)
     note = notes.text if notes is not None else None
     result = trim_history(
         messages,
@@ -376,6 +360,7 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         floor_seed=(counter.name, ctx.policy, ctx.facts_in_cut),
         chain=chain,
         floor_chain=ctx.floor_chain,
+        dialect=ctx.dialect,
     )
     if notes is not None:
         notes.save()
@@ -384,7 +369,7 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
     if result.note:
         report.count("facts", result.note.count("\n- "))
     if result.dropped_messages and not result.shrunk:
-        p = pinned_count(messages)
+        p = pinned_count(messages, ctx.dialect)
         ctx.marker_index = p
         # The carried user message stays in the span: then a later, deeper cut's span extends
         # this one, and its summary can be updated incrementally instead of redone.
@@ -443,6 +428,7 @@ def _notes(
         key_of=counter.key_of,
         memo=ctx.memo,
         chain=chain,
+        dialect=ctx.dialect,
     )
 
 

@@ -29,11 +29,10 @@ from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
 
-import orjson
-
 from proxy.pipeline.compact.markers import SIGNATURE
 from proxy.pipeline.compact.outline import is_commit_log
 from proxy.pipeline.compact.scoring import shape
+from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.json_outcomes import failure_lines
 from proxy.pipeline.outcomes import error_lines, last_verdict, status_line
 from proxy.pipeline.scan import find_in, lines_with, words_with
@@ -147,36 +146,6 @@ def _scan_window(text: str) -> str:
     return text[:half] + "\n" + text[-half:]
 
 
-def _texts(message: Any) -> Iterator[str]:
-    """Content texts of a message (string or text parts)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        yield content
-    elif isinstance(content, list):
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                yield part["text"]
-
-
-def _calls(message: Any) -> Iterator[tuple[Any, str]]:
-    """(parsed arguments, raw arguments) of each tool call or legacy function call."""
-    calls = message.get("tool_calls")
-    functions = (
-        [c.get("function") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-    )
-    if isinstance(message.get("function_call"), dict):
-        functions.append(message["function_call"])
-    for fn in functions:
-        raw = fn.get("arguments") if isinstance(fn, dict) else None
-        if not isinstance(raw, str):
-            continue
-        try:
-            args = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            args = None
-        yield args, raw
-
-
 def _strings(value: Any) -> Iterator[str]:
     """Every string inside a parsed JSON value, in document order.
 
@@ -260,16 +229,16 @@ def _command(value: Any) -> str | None:
     return None
 
 
-def _facts(message: Any) -> dict[str, Iterable[str]]:
+def _facts(message: Any, dialect: Dialect = CHAT) -> dict[str, Iterable[str]]:
     """Every fact of one message by category, in order of appearance (duplicates included).
 
     Error lines (and so verdicts, outcomes and successes) are found at once; the other categories
     are iterators that scan the texts as they are read, since a caller may need only their first
     few facts."""
     found: dict[str, Iterable[str]] = {c: [] for c in CATEGORIES}
-    texts = [_scan_window(t) for t in _texts(message)]
+    texts = [_scan_window(t) for t in dialect.plain_texts(message)]
     last_text, last_errors = -1, []
-    if message.get("role") in ("tool", "function") and texts:
+    if dialect.is_result(message) and texts:
         # The last text is read once, for the verdict and for the error lines. A `git log`'s
         # messages are prose about past work ("fix the error in ..."): no errors, no status.
         log = is_commit_log(texts[-1])
@@ -284,7 +253,7 @@ def _facts(message: Any) -> dict[str, Iterable[str]]:
             found["statuses"] = [status]
     commands: list[str] = []
     paths: list[str] = []
-    for args, raw in _calls(message):
+    for args, raw in dialect.calls(message):
         if isinstance(args, dict):
             for key in COMMAND_KEYS:
                 command = _command(args.get(key))
@@ -329,9 +298,9 @@ def _rare_first(errors: list[str]) -> list[str]:
     return [errors[i] for i in order]
 
 
-def _candidates(message: Any) -> dict[str, list[str]]:
+def _candidates(message: Any, dialect: Dialect = CHAT) -> dict[str, list[str]]:
     """Every fact of one message by category, in order of appearance (duplicates included)."""
-    return {category: list(facts) for category, facts in _facts(message).items()}
+    return {category: list(facts) for category, facts in _facts(message, dialect).items()}
 
 
 def _first_unique(facts: Iterable[str], count: int, partial: set[str] | None = None) -> list[str]:
@@ -348,13 +317,15 @@ def _first_unique(facts: Iterable[str], count: int, partial: set[str] | None = N
     return list(unique)[:count] if count < 0 else list(unique)
 
 
-def message_facts(message: Any, quotas: Quotas = CATEGORIES) -> MessageFacts | None:
+def message_facts(
+    message: Any, quotas: Quotas = CATEGORIES, dialect: Dialect = CHAT
+) -> MessageFacts | None:
     """What a span's pick reads of one message: per category, its first `per_msg` distinct facts
     (clipped) and which of them are partial lines; None for junk. Read once per message, it
     serves the pick of every span that holds the message (proxy.pipeline.span_facts)."""
     if not isinstance(message, dict):
         return None
-    found = _facts(message)
+    found = _facts(message, dialect)
     out: dict[str, tuple[list[str], set[str]]] = {}
     for category, (_, per_msg) in quotas.items():
         partial: set[str] = set()
@@ -362,13 +333,13 @@ def message_facts(message: Any, quotas: Quotas = CATEGORIES) -> MessageFacts | N
     return out
 
 
-def _select(span: list[Message], limit: int, quotas: Quotas) -> Selection:
+def _select(span: list[Message], limit: int, quotas: Quotas, dialect: Dialect = CHAT) -> Selection:
     """The facts of `span` by category priority then first sight, as extract_facts picks them;
     with the category rank each was taken under (plus len(quotas) in the second round) and the
     kept facts that are partial lines."""
     state = SpanFacts(quotas, limit)
     for message in span:
-        state.add(message_facts(message, quotas))
+        state.add(message_facts(message, quotas, dialect))
     return state.select(state.length)
 
 
@@ -384,7 +355,11 @@ def ordered(selection: Selection, quotas: Quotas = CATEGORIES) -> list[str]:
 
 
 def extract_facts(
-    span: list[Message], *, limit: int = MAX_FACTS, quotas: Quotas | None = None
+    span: list[Message],
+    *,
+    limit: int = MAX_FACTS,
+    quotas: Quotas | None = None,
+    dialect: Dialect = CHAT,
 ) -> list[str]:
     """The facts of `span`, deduplicated, at most `limit`, by category priority then first sight.
 
@@ -397,7 +372,7 @@ def extract_facts(
     only part of what it says, where the same room holds two or three whole verdicts.
     """
     quotas = CATEGORIES if quotas is None else quotas
-    return ordered(_select(span, limit, quotas), quotas)
+    return ordered(_select(span, limit, quotas, dialect), quotas)
 
 
 def missing_facts(summary: str, facts: list[str]) -> list[str]:

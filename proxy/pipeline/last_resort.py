@@ -13,69 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from itertools import accumulate
 
+from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.types import Message
 
 CountMessage = Callable[[Message], int]
 CountText = Callable[[str], int]
 
 
-def _texts(message: Message) -> list[tuple[int | None, str]]:
-    """Shrinkable text slots of a message: (None, content) or (part index, part text)."""
-    if not isinstance(message, dict):
-        return []
-    content = message.get("content")
-    if isinstance(content, str):
-        return [(None, content)]
-    if isinstance(content, list):
-        return [
-            (j, part["text"])
-            for j, part in enumerate(content)
-            if isinstance(part, dict)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-        ]
-    return []
-
-
 # A message with more text parts than this has its runs of them joined before stage 3 cuts it:
 # a part shorter than a marker cannot be cut, so two thousand small ones could never shrink.
 MANY_PARTS = 16
-
-
-def _joined(message: Message) -> Message:
-    """`message` with each run of consecutive text parts joined into one (a copy), when it has
-    more than MANY_PARTS of them; else `message` itself. Other parts keep their places."""
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list):
-        return message
-    texts = [
-        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-        for p in content
-    ]
-    if sum(texts) <= MANY_PARTS:
-        return message
-    parts: list[object] = []
-    run: list[str] = []
-    for part, is_text in zip(content, texts, strict=True):
-        if is_text:
-            run.append(part["text"])
-            continue
-        if run:
-            parts.append({"type": "text", "text": "\n".join(run)})
-            run = []
-        parts.append(part)
-    if run:
-        parts.append({"type": "text", "text": "\n".join(run)})
-    return {**message, "content": parts}
-
-
-def _with_text(message: Message, slot: int | None, text: str) -> Message:
-    """A copy of `message` with one text slot replaced; the input dicts are never touched."""
-    if slot is None:
-        return {**message, "content": text}
-    parts = list(message["content"])
-    parts[slot] = {**parts[slot], "text": text}
-    return {**message, "content": parts}
 
 
 def last_resort(
@@ -85,6 +32,7 @@ def last_resort(
     count_text: CountText,
     *,
     protect: Collection[int] = (),
+    dialect: Dialect = CHAT,
 ) -> tuple[list[Message], list[tuple[int, int, int]], bool]:
     """Stage 3: cut the largest texts head+tail, largest first, until the messages fit `budget`.
 
@@ -93,15 +41,15 @@ def last_resort(
     Each attempt cuts the original texts (never a cut of a cut) and lowers the level by what is
     still over. Positions in `protect` (the latest user message, the marker) are never altered;
     tool-call arguments are never touched; a message of many text parts is cut as the texts of
-    their runs joined (`_joined`). Returns (messages, [(position, before, after)], fits).
+    their runs joined (`Dialect.joined`). Returns (messages, [(position, before, after)], fits).
     """
     counts = [count(m) for m in messages]
-    work = [m if i in protect else _joined(m) for i, m in enumerate(messages)]
+    work = [m if i in protect else dialect.joined(m, MANY_PARTS) for i, m in enumerate(messages)]
     slots = [
         (i, j, text, count_text(text))
         for i, m in enumerate(work)
         if i not in protect
-        for j, text in _texts(m)
+        for j, text in dialect.texts(m)
     ]
     sizes = sorted((t for *_, t in slots), reverse=True)
     affected = sum(counts[i] for i in {i for i, *_ in slots})
@@ -117,7 +65,7 @@ def last_resort(
         for i, j, text, tokens in slots:
             if tokens > level:
                 base = out[i] if out[i] is not messages[i] else work[i]
-                out[i] = _with_text(base, j, shrink_text_head_tail(text, level, count_text))
+                out[i] = dialect.with_text(base, j, shrink_text_head_tail(text, level, count_text))
         for i in {i for i, *_ in slots}:
             if out[i] is not messages[i]:
                 new_counts[i] = count(out[i])

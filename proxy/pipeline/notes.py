@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable, MutableMapping
 from typing import Any
 
 from proxy.pipeline import keys
+from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.facts import CATEGORIES, MAX_FACTS, message_facts, ordered
 from proxy.pipeline.span_facts import SpanFacts
 from proxy.pipeline.types import Message
@@ -38,6 +39,7 @@ class Notes:
         key_of: KeyOf | None = None,
         memo: MutableMapping[Hashable, Any] | None = None,
         chain: list[bytes] | None = None,
+        dialect: Dialect = CHAT,
     ):
         """`budget`: tokens the list may take; `name`: the counter's encoding (a list fitted
         with one encoding's counts is not the one another needs); `key_of`: a message's
@@ -51,6 +53,7 @@ class Notes:
         self.key_of = key_of
         self.memo = memo
         self._chain = chain
+        self.dialect = dialect
         self._chained = chain is not None
         self._state: SpanFacts | None = None
         self._owned = False  # whether _state is this request's own copy
@@ -112,7 +115,7 @@ class Notes:
                 self._owned = True
             messages, start = self.messages, self.start
             for i in range(start + state.length, start + n):
-                state.add(message_facts(messages[i]))
+                state.add(message_facts(messages[i], dialect=self.dialect))
         return state
 
     def _remembered(self) -> SpanFacts | None:

@@ -18,9 +18,10 @@ from typing import Any
 
 import orjson
 
+from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.facts import extract_facts, missing_facts
 from proxy.pipeline.types import Message
-from proxy.pipeline.units import pinned_count, role_of
+from proxy.pipeline.units import pinned_count
 
 __all__ = [
     "apply_summary",
@@ -76,21 +77,6 @@ write one complete note in the same format that merges the previous note with th
 keeping everything from it that is still relevant."""
 
 
-def _content_text(message: Message) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        out = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                out.append(part["text"])
-            elif isinstance(part, dict):
-                out.append(f"[{part.get('type', 'part')}]")
-        return "\n".join(out)
-    return ""
-
-
 def _arguments(raw: Any) -> str:
     if not isinstance(raw, str):
         return ""
@@ -100,31 +86,20 @@ def _arguments(raw: Any) -> str:
         return raw
 
 
-def _entries(span: Sequence[Message]) -> list[tuple[str, str]]:
+def _entries(span: Sequence[Message], dialect: Dialect = CHAT) -> list[tuple[str, str]]:
     """(prefix, body) per transcript entry: messages, tool calls and tool results."""
     entries: list[tuple[str, str]] = []
     for message in span:
         if not isinstance(message, dict):
             continue
-        role = role_of(message) or "unknown"
-        text = _content_text(message).strip()
-        if role in ("tool", "function"):
+        text = dialect.readable(message).strip()
+        if dialect.is_result(message):
             entries.append(("<- ", text))
             continue
         if text:
-            entries.append((f"{role}: ", text))
-        calls = message.get("tool_calls")
-        functions = (
-            [c.get("function") for c in calls if isinstance(c, dict)]
-            if isinstance(calls, list)
-            else []
-        )
-        if isinstance(message.get("function_call"), dict):
-            functions.append(message["function_call"])
-        for fn in functions:
-            if isinstance(fn, dict):
-                name = fn.get("name") if isinstance(fn.get("name"), str) else "tool"
-                entries.append((f"-> {name}", f"({_arguments(fn.get('arguments'))})"))
+            entries.append((f"{dialect.role(message) or 'unknown'}: ", text))
+        for name, arguments in dialect.named_calls(message):
+            entries.append((f"-> {name}", f"({_arguments(arguments)})"))
     return entries
 
 
@@ -163,13 +138,13 @@ def _level(sizes: list[int], room: int) -> int:
     return low
 
 
-def render_transcript(span: Sequence[Message], max_chars: int) -> str:
+def render_transcript(span: Sequence[Message], max_chars: int, dialect: Dialect = CHAT) -> str:
     """The span as `role: text` / `-> tool(args)` / `<- result` lines within about `max_chars`.
 
     Entries share the room by water-filling: short ones stay whole, long ones are cut head+tail
     to a common size. When even a minimal entry each does not fit, middle entries are dropped.
     """
-    entries = _entries(span)
+    entries = _entries(span, dialect)
     overhead = [len(prefix) + 1 for prefix, _ in entries]
     room = max_chars - sum(overhead)
     sizes = [len(body) for _, body in entries]
@@ -303,10 +278,10 @@ def span_key(span: Sequence[Message], *, model: str, settings_fingerprint: str) 
     return hashlib.blake2b(payload, digest_size=20).hexdigest()
 
 
-def marker_position(messages: Sequence[Message]) -> int | None:
+def marker_position(messages: Sequence[Message], dialect: Dialect = CHAT) -> int | None:
     """Where stage 2 put its "omitted" marker, if it did: right after the client's pinned
     messages (a system-role marker extends that pinned run, so the run's end is checked too)."""
-    for i in range(min(pinned_count(messages) + 1, len(messages))):
+    for i in range(min(pinned_count(messages, dialect) + 1, len(messages))):
         content = messages[i].get("content") if isinstance(messages[i], dict) else None
         if isinstance(content, str) and _MARKER.match(content):
             return i
@@ -314,7 +289,7 @@ def marker_position(messages: Sequence[Message]) -> int | None:
 
 
 def apply_summary(
-    messages: list[Message], marker_index: int, text: str, role: str
+    messages: list[Message], marker_index: int, text: str, role: str, dialect: Dialect = CHAT
 ) -> list[Message]:
     """`messages` with the trim marker at `marker_index` replaced by the summary `text`.
 
@@ -325,5 +300,5 @@ def apply_summary(
     if not isinstance(content, str) or not _MARKER.match(content):
         raise ValueError(f"message {marker_index} is not a shrink-proxy trim marker")
     out = list(messages)
-    out[marker_index] = {"role": role, "content": text}
+    out[marker_index] = dialect.marker(role, text)
     return out

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.pipeline import keys
+from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.last_resort import last_resort
 from proxy.pipeline.last_resort import shrink_text_head_tail as shrink_text_head_tail
 from proxy.pipeline.types import Message, Policy
-from proxy.pipeline.units import group_units, pinned_count, role_of
+from proxy.pipeline.units import group_units, pinned_count
 
 CountMessage = Callable[[Message], int]
 CountText = Callable[[str], int]
@@ -76,9 +77,9 @@ def omitted_marker_text(messages: int, tokens: int) -> str:
     )
 
 
-def _latest_user(messages: list[Message]) -> int | None:
+def _latest_user(messages: list[Message], dialect: Dialect = CHAT) -> int | None:
     for i in range(len(messages) - 1, -1, -1):
-        if role_of(messages[i]) == "user":
+        if dialect.is_user(messages[i]):
             return i
     return None
 
@@ -237,6 +238,7 @@ def trim_history(
     floor_seed: Hashable = None,
     chain: Sequence[bytes] | None = None,
     floor_chain: Sequence[bytes] | None = None,
+    dialect: Dialect = CHAT,
 ) -> TrimResult | None:
     """Drop the oldest history at a sticky cut so the messages fit `budget`; None if they fit.
 
@@ -268,19 +270,19 @@ def trim_history(
     total = sum(counts)
     if total <= budget:
         return None
-    p = pinned_count(messages)
+    p = pinned_count(messages, dialect)
     pinned_tokens = sum(counts[:p])
-    units = group_units(messages, p)
+    units = group_units(messages, p, dialect)
     starts = [begin for begin, _ in units]
     prefix = [0]
     for c in counts:
         prefix.append(prefix[-1] + c)
     sums = [prefix[s] - prefix[p] for s in starts]
     history_tokens = total - pinned_tokens
-    latest_user = _latest_user(messages)
+    latest_user = _latest_user(messages, dialect)
     user_before: list[int | None] = [None]  # user_before[k]: the last user message before k
     for i, m in enumerate(messages):
-        user_before.append(i if role_of(m) == "user" and i >= p else user_before[-1])
+        user_before.append(i if dialect.is_user(m) and i >= p else user_before[-1])
 
     planned: dict[int, tuple[int, int, int | None, Message | None, int]] = {}
 
@@ -293,7 +295,7 @@ def trim_history(
     def _plan(b: int) -> tuple[int, int, int | None, Message | None, int]:
         k = starts[b]
         # Some chat templates need a user message first, and the latest one must never go.
-        carried = user_before[k] if role_of(messages[k]) != "user" else None
+        carried = user_before[k] if not dialect.is_user(messages[k]) else None
         carried_tokens = counts[carried] if carried is not None else 0
         n_dropped = k - p - (carried is not None)
         t_dropped = sums[b] - carried_tokens
@@ -301,7 +303,7 @@ def trim_history(
         marker = None
         if n_dropped:
             text = omitted_marker_text(n_dropped, t_dropped)
-            marker = {"role": policy.marker_role, "content": text}
+            marker = dialect.marker(policy.marker_role, text)
             tokens += count(marker)
         return n_dropped, t_dropped, carried, marker, tokens
 
@@ -405,7 +407,9 @@ def trim_history(
         user = None if cut_user else latest_user
         protect = {i for i, o in enumerate(origin) if o == user or o == -1 or 0 <= o < p}
         counter = count_text or (lambda text: count({"role": "user", "content": text}))
-        out, changes, fits = last_resort(out, budget, count, counter, protect=protect)
+        out, changes, fits = last_resort(
+            out, budget, count, counter, protect=protect, dialect=dialect
+        )
         shrunk = tuple(Shrunk(origin[i], before, after) for i, before, after in changes)
         tokens = sum(count(m) for m in out)
         user_cut = latest_user if any(s.index == latest_user for s in shrunk) else None

@@ -667,10 +667,10 @@ def test_trimming_reads_each_message_once_however_many_cuts_it_weighs(
     reads = 0
     extract = facts._facts
 
-    def counted(message: Any) -> Any:
+    def counted(message: Any, *args: Any) -> Any:
         nonlocal reads
         reads += 1
-        return extract(message)
+        return extract(message, *args)
 
     monkeypatch.setattr(facts, "_facts", counted)
     budget = compute_budget(4096, None, default_reserve=1024, floor=256, margin_share=0.05)
