@@ -6,7 +6,6 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 import anyio
 import httpx
@@ -20,28 +19,13 @@ from proxy.errors import install_handlers
 from proxy.heap import HeapTrimmer
 from proxy.inflight import InFlight
 from proxy.metrics import Metrics
-from proxy.overflow import Calibration
 from proxy.routes import authorize, router, state_of
 from proxy.settings import Settings
 from proxy.shrinker import Shrinker
+from proxy.state import AppState
 from proxy.summarizer import LRUSummaryCache, Summarizer
 from proxy.tokenizers import Tokenizers
 from proxy.upstream import Timeouts, Upstream, transport_for
-
-
-@dataclass
-class AppState:
-    """Everything a request handler needs, owned by the lifespan (no module globals)."""
-
-    settings: Settings
-    upstream: Upstream
-    tokenizers: Tokenizers
-    shrinker: Shrinker
-    summarizer: Summarizer
-    metrics: Metrics = field(default_factory=Metrics)
-    discovery: WindowDiscovery | None = None
-    calibration: Calibration = field(default_factory=Calibration)
-    heap: HeapTrimmer = field(default_factory=lambda: HeapTrimmer(0))
 
 
 def build_tokenizers(settings: Settings) -> Tokenizers:

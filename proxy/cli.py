@@ -39,9 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     shrink = sub.add_parser(
         "shrink",
-        help="shrink a saved chat request offline",
-        description="Shrink a saved chat completion request (JSON with `messages`) as the proxy "
-        "would, without calling any upstream. The shrunk request goes to stdout, a readable "
+        help="shrink a saved chat or Anthropic Messages request offline",
+        description="Shrink a saved request (JSON with `messages`: Chat Completions, or "
+        "Anthropic Messages with --api anthropic) as the proxy would, without calling any "
+        "upstream. The shrunk request goes to stdout, a readable "
         "report to stderr. Exit status 3 when it cannot be made to fit.",
     )
     shrink.add_argument("file", help="request JSON file, or - for stdin")
@@ -49,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     shrink.add_argument("--model", help="override the request's model (picks window/tokenizer)")
     shrink.add_argument("--max-tokens", type=int, help="completion reserve for this request")
     shrink.add_argument("--json-report", action="store_true", help="report as JSON on stderr")
+    shrink.add_argument(
+        "--api",
+        choices=("chat", "anthropic"),
+        default="chat",
+        help="the request's wire format: chat (/v1/chat/completions) or anthropic (/v1/messages)",
+    )
 
     st = sub.add_parser(
         "stats",
@@ -159,6 +166,7 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
     import orjson
 
     from proxy import wire
+    from proxy.apis import ANTHROPIC_API, CHAT_API
     from proxy.app import build_tokenizers
     from proxy.errors import ProxyError
     from proxy.shrinker import Shrinker, parse_mode
@@ -169,8 +177,10 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"shrink-proxy: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
+    api = ANTHROPIC_API if args.api == "anthropic" else CHAT_API
+    raw = api.prepare(raw, settings)
     try:
-        body = wire.parse_chat(raw)
+        body = api.fmt.parse(raw)
     except ProxyError as exc:
         print(f"shrink-proxy: {args.file}: {exc.message}", file=sys.stderr)
         return 2
@@ -179,7 +189,7 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
     if args.max_tokens:
         body["max_tokens"] = args.max_tokens
     plan = Shrinker(settings, build_tokenizers(settings)).plan_sync(
-        body, parse_mode(None, settings)
+        body, parse_mode(None, settings), fmt=api.fmt
     )
     out = wire.dump_with_messages(body, plan.messages) if plan.changed else raw
     sys.stdout.buffer.write(out.rstrip(b"\n") + b"\n")

@@ -27,7 +27,7 @@ from proxy.sse import UsageTap, cache_fields, json_report, prefix_reuse, prompt_
 from proxy.upstream import request_headers, response_headers
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
+    from proxy.state import AppState
 
 log = logging.getLogger("proxy.request")
 

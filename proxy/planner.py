@@ -75,17 +75,19 @@ def _plan(
     request_id: str | None,
     keep_span: bool,
     full: bool,
+    wire_name: str = "chat",
 ) -> tuple[dict[str, Any], Plan] | tuple[str, str, str | None]:
     """Parse and plan in a planner process: (body without its messages, plan), or
-    ("error", message, param) for a body the wire refuses."""
-    from proxy import wire
+    ("error", message, param) for a body the wire refuses. `wire_name`: its format."""
+    from proxy.wire.formats import FORMATS
 
     assert _WORKER is not None
+    fmt = FORMATS[wire_name]
     try:
-        body = wire.parse_chat(raw)
+        body = fmt.parse(raw)
     except ProxyError as exc:
         return "error", exc.message, exc.param
-    plan = _WORKER.plan_sync(body, mode, window, request_id=request_id)
+    plan = _WORKER.plan_sync(body, mode, window, request_id=request_id, fmt=fmt)
     light = dict(body)
     # What goes back is what the serving process needs: the plan's messages when it changed
     # them (a shrunk list), and the client's own only when a stream's options may have to be
@@ -128,13 +130,22 @@ class PlanPool:
         window: int | None,
         request_id: str | None,
         full: bool = False,
+        wire_name: str = "chat",
     ) -> tuple[dict[str, Any], Plan] | None:
         """(body without its messages, plan), or None when the pool broke (a planner process
         died): the caller plans in-process instead, and the next request starts a new pool."""
         loop = asyncio.get_running_loop()
         try:
             done = await loop.run_in_executor(
-                self._executor(), _plan, raw, mode, window, request_id, mode == "compact", full
+                self._executor(),
+                _plan,
+                raw,
+                mode,
+                window,
+                request_id,
+                mode == "compact",
+                full,
+                wire_name,
             )
         except BrokenProcessPool:
             log.error("a planner process died; planning in-process", extra={"fields": {}})

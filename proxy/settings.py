@@ -11,6 +11,7 @@ import json
 import os
 import tempfile
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -297,6 +298,13 @@ class Settings(BaseSettings):
         "true prompt size (and detect silent truncation); the extra usage chunk is removed "
         "before it reaches a client that did not ask for it. Not done on Azure paths.",
     )
+    billing_header: Literal["auto", "keep", "strip"] = Field(
+        "auto",
+        description="Claude Code's per-request `cch=` value in the `x-anthropic-billing-header` "
+        "line that opens `system`: it changes every turn, so no prefix cache matches past it. "
+        "`strip` removes the value on /v1/messages, `keep` forwards it, `auto` strips it unless "
+        "the upstream is Anthropic's own API (api.anthropic.com), which bills by it.",
+    )
     marker_role: Literal["system", "user"] = Field(
         "system",
         description="Role of the message that says how much history was omitted.",
@@ -382,6 +390,14 @@ class Settings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v.rstrip("/")
+
+    @property
+    def strips_billing_header(self) -> bool:
+        """Whether /v1/messages removes the billing line's per-request value (billing_header)."""
+        if self.billing_header != "auto":
+            return self.billing_header == "strip"
+        host = (urlsplit(self.upstream_url).hostname or "").lower()
+        return not (host == "anthropic.com" or host.endswith(".anthropic.com"))
 
     def window_for(self, model: str | None) -> int:
         """The configured window for a model: its `model_windows` entry, else the default."""

@@ -45,6 +45,7 @@ from proxy.pipeline.work import Work, WorkExceeded
 from proxy.planner import PlanPool, guess_model
 from proxy.settings import Settings
 from proxy.tokenizers import Tokenizers
+from proxy.wire.formats import CHAT_WIRE, WireFormat
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +129,12 @@ class Shrinker:
         window_of: Callable[[str | None], Awaitable[int | None]],
         request_id: str | None = None,
         full: bool = False,
+        fmt: WireFormat = CHAT_WIRE,
     ) -> tuple[dict[str, Any], Plan]:
-        """Parse and plan a chat request's bytes where that costs the other requests least:
-        inline when cheap; in a thread when it is not; in a planner process when the body is
-        so big that parsing it alone would hold the GIL for too long (`proxy.planner`).
+        """Parse and plan a request's bytes (wire format `fmt`) where that costs the other
+        requests least: inline when cheap; in a thread when it is not; in a planner process
+        when the body is so big that parsing it alone would hold the GIL for too long
+        (`proxy.planner`).
         `window_of(model)`: the window to plan for (window discovery, awaited here). `full`:
         the plan's messages even when unchanged (a planner process otherwise sends back only
         the changed ones: the client's bytes are forwarded then)."""
@@ -140,32 +143,37 @@ class Shrinker:
             with self._queue(size):
                 guessed = guess_model(raw)
                 window = await window_of(guessed)
-                done = await self.pool.plan(raw, mode, window, request_id, full)
+                done = await self.pool.plan(raw, mode, window, request_id, full, fmt.name)
                 if done is not None:
                     model = done[0].get("model")
                     real = model if isinstance(model, str) else None
                     if real != guessed and (right := await window_of(real)) != window:
-                        done = await self.pool.plan(raw, mode, right, request_id, full)
+                        done = await self.pool.plan(raw, mode, right, request_id, full, fmt.name)
                 if done is not None:
                     self._placed("process")
                     return done
-                return await self._threaded(raw, mode, window, request_id)
-        body = wire.parse_chat(raw)
+                return await self._threaded(raw, mode, window, request_id, fmt)
+        body = fmt.parse(raw)
         model = body.get("model") if isinstance(body.get("model"), str) else None
         window = await window_of(model)
-        plan = self.plan_inline(body, size, mode, window, request_id)
+        plan = self.plan_inline(body, size, mode, window, request_id, fmt)
         if plan is not None:
             self._placed("inline")
             return body, plan
         del body  # a cold request waits for a worker thread holding only its bytes
         with self._queue(size):
-            return await self._threaded(raw, mode, window, request_id)
+            return await self._threaded(raw, mode, window, request_id, fmt)
 
     async def _threaded(
-        self, raw: bytes, mode: Mode, window: int | None, request_id: str | None
+        self,
+        raw: bytes,
+        mode: Mode,
+        window: int | None,
+        request_id: str | None,
+        fmt: WireFormat = CHAT_WIRE,
     ) -> tuple[dict[str, Any], Plan]:
         self._placed("thread")
-        return await self.plan_raw(raw, mode, window, request_id)
+        return await self.plan_raw(raw, mode, window, request_id, fmt)
 
     @contextlib.contextmanager
     def _queue(self, size: int) -> Iterator[None]:
@@ -212,6 +220,7 @@ class Shrinker:
         counter: CallCounter | None = None,
         ahead: bool = True,
         request_id: str | None = None,
+        fmt: WireFormat = CHAT_WIRE,
     ) -> Plan:
         """`window`: the served window when known (discovered, or stated by an overflow error).
         `counter`: counts already looked up for this request (see `plan`). `ahead`: whether long
@@ -219,9 +228,9 @@ class Shrinker:
         run inline has too little new text for that to pay. `request_id`: for the log, should
         the pipeline fail."""
         try:
-            return self._plan(body, mode, window, counter, ahead)
+            return self._plan(body, mode, window, counter, ahead, fmt)
         except Exception as exc:  # a bug, whatever the input: see _degraded
-            return self._degraded(body, mode, window, exc, request_id)
+            return self._degraded(body, mode, window, exc, request_id, fmt)
 
     def _budget(self, body: dict[str, Any], window: int | None, exact: bool) -> Budget:
         s = self.settings
@@ -241,6 +250,7 @@ class Shrinker:
         window: int | None,
         counter: CallCounter | None,
         ahead: bool,
+        fmt: WireFormat = CHAT_WIRE,
     ) -> Plan:
         model = body.get("model") if isinstance(body.get("model"), str) else None
         tokens = self.tokenizers.for_model(model)
@@ -248,22 +258,29 @@ class Shrinker:
         texts = (
             []
             if mode == "off" or not ahead
-            else tool_texts(body["messages"], self.policy.tool_limit(budget.window))
+            else tool_texts(body["messages"], self.policy.tool_limit(budget.window), fmt.dialect)
         )
         with self.ahead.planning(tokens, texts):
             return shrink(
                 body["messages"],
                 budget=budget,
-                counter=counter or CallCounter(tokens),
+                counter=counter or CallCounter(fmt.counter(tokens)),
                 policy=self.policy,
                 mode=mode,
-                fixed_tokens=tokens.count_tools(body.get("tools")),
+                fixed_tokens=fmt.fixed_tokens(body, tokens),
                 memo=self.memo,
                 work=self._work,
+                dialect=fmt.dialect,
             )
 
     def _degraded(
-        self, body: dict[str, Any], mode: Mode, window: int | None, exc: Exception, rid: str | None
+        self,
+        body: dict[str, Any],
+        mode: Mode,
+        window: int | None,
+        exc: Exception,
+        rid: str | None,
+        fmt: WireFormat = CHAT_WIRE,
     ) -> Plan:
         """The plan of a request the pipeline raised on: pass-through-or-fit, never an error.
 
@@ -275,7 +292,7 @@ class Shrinker:
         plan = None
         if mode in ("auto", "trim", "compact"):
             try:
-                plan = self._fallback(body, window)
+                plan = self._fallback(body, window, fmt)
             except Exception:
                 plan = None
         if plan is not None and plan.report.fits:
@@ -302,7 +319,9 @@ class Shrinker:
             self.on_error(outcome)
         return plan
 
-    def _fallback(self, body: dict[str, Any], window: int | None) -> Plan:
+    def _fallback(
+        self, body: dict[str, Any], window: int | None, fmt: WireFormat = CHAT_WIRE
+    ) -> Plan:
         """Stages 2 and 3 alone: mode trim with a tool limit past any text (the budget's window
         stretched with it: the limit is also a share of the window) and no facts; no memo, and
         no span for a summary, whose facts would be read again."""
@@ -312,10 +331,11 @@ class Shrinker:
         plan = shrink(
             body["messages"],
             budget=dataclasses.replace(budget, window=UNLIMITED),
-            counter=CallCounter(tokens),
+            counter=CallCounter(fmt.counter(tokens)),
             policy=self.safe_policy,
             mode="trim",
-            fixed_tokens=tokens.count_tools(body.get("tools")),
+            fixed_tokens=fmt.fixed_tokens(body, tokens),
+            dialect=fmt.dialect,
         )
         plan.report.window = budget.window
         return dataclasses.replace(plan, span=[], marker_index=None)
@@ -327,12 +347,21 @@ class Shrinker:
         mode: Mode,
         window: int | None = None,
         request_id: str | None = None,
+        fmt: WireFormat = CHAT_WIRE,
     ) -> Plan:
-        plan, counter = self._inline(body, raw_size, mode, window, request_id)
+        plan, counter = self._inline(body, raw_size, mode, window, request_id, fmt)
         if plan is not None:
             return plan
         return await anyio.to_thread.run_sync(
-            self.plan_sync, body, mode, window, counter, True, request_id, limiter=self._threads()
+            self.plan_sync,
+            body,
+            mode,
+            window,
+            counter,
+            True,
+            request_id,
+            fmt,
+            limiter=self._threads(),
         )
 
     def plan_inline(
@@ -342,12 +371,18 @@ class Shrinker:
         mode: Mode,
         window: int | None = None,
         request_id: str | None = None,
+        fmt: WireFormat = CHAT_WIRE,
     ) -> Plan | None:
         """The plan, when it is cheap enough for the event loop; None when it needs `plan_raw`."""
-        return self._inline(body, raw_size, mode, window, request_id)[0]
+        return self._inline(body, raw_size, mode, window, request_id, fmt)[0]
 
     async def plan_raw(
-        self, raw: bytes, mode: Mode, window: int | None = None, request_id: str | None = None
+        self,
+        raw: bytes,
+        mode: Mode,
+        window: int | None = None,
+        request_id: str | None = None,
+        fmt: WireFormat = CHAT_WIRE,
     ) -> tuple[dict[str, Any], Plan]:
         """Parse and plan in a worker thread: the body and its plan.
 
@@ -358,13 +393,19 @@ class Shrinker:
         body) keeps peak RSS down (bench/overhead, c=64 cold)."""
 
         def work() -> tuple[dict[str, Any], Plan]:
-            body = wire.parse_chat(raw)
-            return body, self.plan_sync(body, mode, window, request_id=request_id)
+            body = fmt.parse(raw)
+            return body, self.plan_sync(body, mode, window, request_id=request_id, fmt=fmt)
 
         return await anyio.to_thread.run_sync(work, limiter=self._threads())
 
     def _inline(
-        self, body: dict[str, Any], raw_size: int, mode: Mode, window: int | None, rid: str | None
+        self,
+        body: dict[str, Any],
+        raw_size: int,
+        mode: Mode,
+        window: int | None,
+        rid: str | None,
+        fmt: WireFormat = CHAT_WIRE,
     ) -> tuple[Plan | None, CallCounter | None]:
         """The plan when it runs inline, else the counts already looked up (for the thread)."""
         model = body.get("model") if isinstance(body.get("model"), str) else None
@@ -372,29 +413,33 @@ class Shrinker:
         if not self.tokenizers.loaded(model):
             return None, None
         if raw_size < THREAD_THRESHOLD:
-            return self.plan_sync(body, mode, window, ahead=False, request_id=rid), None
+            return self.plan_sync(body, mode, window, ahead=False, request_id=rid, fmt=fmt), None
         if len(body["messages"]) > INLINE_MAX_MESSAGES:
             return None, None
-        counter, new_chars = self._look_up(body["messages"], model)
+        counter, new_chars = self._look_up(body["messages"], model, fmt)
         if new_chars < THREAD_THRESHOLD and mode != "off":
             limit = self.policy.tool_limit(window or self.settings.window_for(model))
-            new_chars += self._uncompacted(body["messages"], limit, counter)
+            new_chars += self._uncompacted(body["messages"], limit, counter, fmt)
         if new_chars < THREAD_THRESHOLD:
-            return self.plan_sync(body, mode, window, counter, False, rid), None
+            return self.plan_sync(body, mode, window, counter, False, rid, fmt), None
         return None, counter
 
-    def _uncompacted(self, messages: list[Any], limit: int, counter: CallCounter) -> int:
+    def _uncompacted(
+        self, messages: list[Any], limit: int, counter: CallCounter, fmt: WireFormat = CHAT_WIRE
+    ) -> int:
         """Characters of the long tool results whose stage-1 result is not in the memo. The
         memo holds fewer results than the counter holds counts, so a request can be warm by
         its counts and still have its tool results to compact again: as costly as new text
         (bench/overhead's large body after 128 cold ones had evicted it: 45 ms inline)."""
-        texts = tool_texts(messages, limit)
+        texts = tool_texts(messages, limit, fmt.dialect)
         return sum(len(t) for t in texts if compact_key(t, limit, counter) not in self.memo)
 
-    def _look_up(self, messages: list[Any], model: str | None) -> tuple[CallCounter, int]:
+    def _look_up(
+        self, messages: list[Any], model: str | None, fmt: WireFormat = CHAT_WIRE
+    ) -> tuple[CallCounter, int]:
         """The cached counts of `messages`, and roughly how much of their text has none (string
         lengths, up to THREAD_THRESHOLD): a warm request, however long, has little."""
-        tokens = self.tokenizers.for_model(model)
+        tokens = fmt.counter(self.tokenizers.for_model(model))
         counter = CallCounter(tokens)
         new_chars = 0
         for m in messages:

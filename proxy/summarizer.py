@@ -32,6 +32,7 @@ from typing import Any, Literal, Protocol
 import httpx
 import orjson
 
+from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.summary import (
     extract_facts,
     missing_facts,
@@ -170,6 +171,18 @@ class _Done:
 
 
 @dataclass(frozen=True)
+class _Job:
+    """One summary to make: the span (in `dialect`'s format) under `key`, by `model`."""
+
+    key: str
+    span: list[Message]
+    model: str
+    authorization: str | None
+    limit: int  # the transcript's cap, in estimated tokens
+    dialect: Dialect
+
+
+@dataclass(frozen=True)
 class _Flight:
     """One summarizer call in flight: its task, the model asked, and when it was started."""
 
@@ -252,6 +265,7 @@ class Summarizer:
         authorization: str | None = None,
         max_input_tokens: int | None = None,
         hold: Callable[[], Awaitable[object]] | None = None,
+        dialect: Dialect = CHAT,
     ) -> SummaryOutcome:
         """The text to insert in place of `span`, within `timeout` seconds; never raises.
 
@@ -260,7 +274,7 @@ class Summarizer:
         caps this call's transcript (estimated) below the configured cap, e.g. to fit a
         summarizer that is the upstream model with its small window. `hold`: what a deferred
         call awaits before it starts (at most HOLD_MAX s), e.g. the end of this request's own
-        upstream call when both go to the same one-slot server.
+        upstream call when both go to the same one-slot server. `dialect`: the span's format.
         """
         start = time.monotonic()
         joined = False
@@ -302,7 +316,8 @@ class Summarizer:
             expected = self.expected(model)
             slow = expected is not None and expected > self.timeout
             limit = min(max_input_tokens or self.max_input_tokens, self.max_input_tokens)
-            flight = self._start(key, span, model, authorization, limit, hold if slow else None)
+            job = _Job(key, span, model, authorization, limit, dialect)
+            flight = self._start(job, hold if slow else None)
         else:
             joined = True
             known = self.pace.expected(model)
@@ -327,19 +342,11 @@ class Summarizer:
             f"{self.timeout:g}s a request waits; made in the background for a later turn"
         )
 
-    def _start(
-        self,
-        key: str,
-        span: list[Message],
-        model: str,
-        authorization: str | None,
-        limit: int,
-        hold: Callable[[], Awaitable[object]] | None,
-    ) -> _Flight:
-        task = asyncio.create_task(self._produce(key, span, model, authorization, limit, hold))
-        flight = _Flight(task, model, time.monotonic())
-        self._pending[key] = flight
-        task.add_done_callback(lambda t: self._forget(key, t))
+    def _start(self, job: _Job, hold: Callable[[], Awaitable[object]] | None) -> _Flight:
+        task = asyncio.create_task(self._produce(job, hold))
+        flight = _Flight(task, job.model, time.monotonic())
+        self._pending[job.key] = flight
+        task.add_done_callback(lambda t: self._forget(job.key, t))
         return flight
 
     def _forget(self, key: str, task: asyncio.Task[_Done]) -> None:
@@ -347,15 +354,8 @@ class Summarizer:
         if flight is not None and flight.task is task:
             del self._pending[key]
 
-    async def _produce(
-        self,
-        key: str,
-        span: list[Message],
-        model: str,
-        authorization: str | None,
-        limit: int,
-        hold: Callable[[], Awaitable[object]] | None,
-    ) -> _Done:
+    async def _produce(self, job: _Job, hold: Callable[[], Awaitable[object]] | None) -> _Done:
+        key, model = job.key, job.model
         if hold is not None:
             try:
                 async with asyncio.timeout(HOLD_MAX):
@@ -364,7 +364,7 @@ class Summarizer:
                 pass
         began = time.monotonic()
         try:
-            done = await self._call(key, span, model, authorization, limit)
+            done = await self._call(job)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a summary is optional: no failure may reach the request
@@ -382,15 +382,13 @@ class Summarizer:
             self.on_made("ok" if done.source == "model" else done.source, seconds)
         return done
 
-    async def _call(
-        self, key: str, span: list[Message], model: str, authorization: str | None, limit: int
-    ) -> _Done:
+    async def _call(self, job: _Job) -> _Done:
+        key, span, model, authorization = job.key, job.span, job.model, job.authorization
         previous, covered = self._previous(span, model)
-        args = (span, model, previous, covered, limit)
         if _size(span) > THREAD_THRESHOLD:
-            facts, body = await asyncio.to_thread(self._prepare, *args)
+            facts, body = await asyncio.to_thread(self._prepare, job, previous, covered)
         else:
-            facts, body = self._prepare(*args)
+            facts, body = self._prepare(job, previous, covered)
         headers = {"content-type": "application/json", "accept": "application/json"}
         auth = f"Bearer {self.api_key}" if self.api_key else authorization
         if auth:
@@ -437,15 +435,16 @@ class Summarizer:
         return _Done(text, "model", len(lost), incremental=previous is not None)
 
     def _prepare(
-        self, span: list[Message], model: str, previous: str | None, covered: int, limit: int
+        self, job: _Job, previous: str | None, covered: int
     ) -> tuple[list[str], dict[str, Any]]:
-        facts = extract_facts(span)
+        facts = extract_facts(job.span, dialect=job.dialect)
         body = summary_request(
-            span[covered:],
-            model=model,
+            job.span[covered:],
+            model=job.model,
             previous=previous,
             max_tokens=self.max_tokens,
-            max_input_tokens=limit,
+            max_input_tokens=job.limit,
+            dialect=job.dialect,
         )
         return facts, body
 

@@ -18,7 +18,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import orjson
 import tiktoken
@@ -388,6 +388,67 @@ class TokenCounter:
             with self._lock:
                 del self._flights[key]
             flight.done.release()
+
+
+class ShapedCount(Protocol):
+    """A dialect's count of one of its messages (proxy.pipeline.anthropic.count_message)."""
+
+    name: str
+
+    def count_message(
+        self, message: Any, length: Callable[[str], int], count_text: Callable[[str], int]
+    ) -> int: ...
+
+
+class ShapedCounter:
+    """A TokenCounter's encoding and cache counting another wire format's messages.
+
+    Its messages' keys live in the dialect's own namespace of the shared cache, and so does its
+    `name` in the pipeline's memo keys: a Chat message and an Anthropic message with the same
+    JSON are different prompts (an `image` block costs its media price here, its JSON there).
+    Texts are texts in every format: their counts are shared."""
+
+    def __init__(self, inner: TokenCounter, dialect: ShapedCount) -> None:
+        self.inner = inner
+        self.dialect = dialect
+        self.name = f"{inner.name}/{dialect.name}"
+        self.exact = inner.exact
+        self.note = inner.note
+        self._namespace = dialect.name.encode()
+
+    def __repr__(self) -> str:
+        return f"ShapedCounter({self.inner!r}, {self.dialect.name!r})"
+
+    def count_text(self, text: str, key: bytes | None = None) -> int:
+        return self.inner.count_text(text, key)
+
+    text_key = staticmethod(text_key)
+
+    def message_key(self, message: Any, text_key: Callable[[str], bytes] = text_key) -> bytes:
+        return keys.digest(self._namespace, message_key(message, text_key))
+
+    def count_message(self, message: Any, key: bytes | None = None) -> int:
+        if key is None:
+            key = self.message_key(message)
+        inner = self.inner
+        return inner._cached(
+            key, lambda: self.dialect.count_message(message, inner._len, inner.count_text)
+        )
+
+    def count_messages(self, messages: Sequence[Any]) -> int:
+        return sum(self.count_message(m) for m in messages) + REPLY_PRIMING
+
+    def count_tools(self, tools: Any) -> int:
+        return self.inner.count_tools(tools)
+
+    def cached_count(self, message: Any, key: bytes | None = None) -> int | None:
+        return self.inner.cached_count(message, key or self.message_key(message))
+
+    def uncounted(self, texts: Sequence[str]) -> list[str]:
+        return self.inner.uncounted(texts)
+
+    def cache_info(self) -> CacheInfo:
+        return self.inner.cache_info()
 
 
 class _Flight:

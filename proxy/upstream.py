@@ -45,7 +45,7 @@ HOP_BY_HOP = frozenset(
 )
 # Response headers the proxy's own server sets.
 RESPONSE_DROP = HOP_BY_HOP | {"date", "server"}
-AUTH_HEADERS = frozenset({"authorization", "api-key"})
+AUTH_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,8 @@ def request_headers(
     """
     out = _strip_hop_by_hop(client_headers, HOP_BY_HOP)
     had_azure_key = any(k.lower() == "api-key" for k, _ in out)
+    # Anthropic's API takes its key as x-api-key (a bearer token there is an OAuth token).
+    anthropic = any(k.lower() in ("x-api-key", "anthropic-version") for k, _ in out)
     if drop_client_auth:
         out = [(k, v) for k, v in out if k.lower() not in AUTH_HEADERS]
     if body_changed:
@@ -92,7 +94,10 @@ def request_headers(
         out = [(k, v) for k, v in out if k.lower() != "content-encoding"]
     if api_key is not None:
         out = [(k, v) for k, v in out if k.lower() not in AUTH_HEADERS]
-        out.append(("authorization", f"Bearer {api_key}"))
+        if anthropic:
+            out.append(("x-api-key", api_key))
+        else:
+            out.append(("authorization", f"Bearer {api_key}"))
         if had_azure_key:
             out.append(("api-key", api_key))
     if not any(k.lower() == "x-request-id" for k, _ in out):

@@ -17,10 +17,11 @@ from proxy.overflow import parse_overflow, retry_window, silent_truncation
 from proxy.pipeline import Plan, Report
 from proxy.pipeline.types import Mode
 from proxy.sse import prompt_tokens
+from proxy.wire.formats import CHAT_WIRE, WireFormat
 
 if TYPE_CHECKING:
-    from proxy.app import AppState
     from proxy.exchange import Exchange
+    from proxy.state import AppState
 
 OVERFLOW_BODY_LIMIT = 256 * 1024
 TRUNCATION_WARNING = ("x-shrink-warning", "upstream-truncated")
@@ -74,6 +75,7 @@ async def shrink_to_stated_limit(
     resp: httpx.Response,
     error: bytes,
     sent: Report,
+    fmt: WireFormat = CHAT_WIRE,
 ) -> Plan | None:
     """A plan that fits the limit the backend just stated, or None: relay its error as it is."""
     overflow = parse_overflow(resp.status_code, error)
@@ -87,7 +89,7 @@ async def shrink_to_stated_limit(
     window = retry_window(overflow, sent.tokens_after)
     if window is None:
         return None
-    plan = await state.shrinker.plan(body, raw_size, mode, window)
+    plan = await state.shrinker.plan(body, raw_size, mode, window, fmt=fmt)
     if not plan.report.fits or plan.report.tokens_after >= sent.tokens_after:
         return None  # nothing left to cut (or max_tokens alone is too large)
     return plan

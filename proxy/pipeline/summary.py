@@ -181,6 +181,7 @@ def summary_request(
     previous: str | None,
     max_tokens: int,
     max_input_tokens: int = MAX_INPUT_TOKENS,
+    dialect: Dialect = CHAT,
 ) -> dict[str, Any]:
     """The non-streaming chat body asking a model for a handoff note of `span`.
 
@@ -196,7 +197,7 @@ def summary_request(
     fixed = sum(len(p) + 2 for p in parts) + 60
     room = max(max_input_tokens * CHARS_PER_TOKEN - fixed, MIN_ITEM_CHARS * 4)
     parts += [
-        f"<transcript>\n{render_transcript(span, room)}\n</transcript>",
+        f"<transcript>\n{render_transcript(span, room, dialect)}\n</transcript>",
         "Write the note now.",
     ]
     return {
