@@ -111,6 +111,7 @@ class Usage:
     tokens: Tally = field(default_factory=Tally)
     fitting: Tally = field(default_factory=Tally)  # requests whose prompt fit as sent
     by_model: dict[str, Tally] = field(default_factory=dict)
+    by_api: dict[str, Tally] = field(default_factory=dict)  # by route: chat, anthropic, ...
     cache_by_model: dict[str, CacheTally] = field(default_factory=dict)
     by_stage: dict[str, StageTally] = field(default_factory=dict)
 
@@ -156,6 +157,7 @@ class Usage:
             if rec.fit_as_sent:
                 self.fitting.add(before, after)
             self.by_model.setdefault(rec.model or "none", Tally()).add(before, after)
+            self.by_api.setdefault(rec.route, Tally()).add(before, after)
             for stage, n in rec.actions.items():
                 tally = self.by_stage.setdefault(stage, StageTally())
                 tally.actions += n
@@ -182,6 +184,7 @@ class Usage:
                 "fit_as_sent": self.fitting.as_dict(),
             }
             models = [{"model": m, **t.as_dict()} for m, t in self.by_model.items()]
+            apis = [{"api": a, **t.as_dict()} for a, t in self.by_api.items()]
             stages = [{"stage": s, **asdict(t)} for s, t in self.by_stage.items()]
             points = [[ts, b, a, b - a, n] for ts, b, a, n in self.minutes if ts >= horizon]
             caches = [{"model": m, **t.as_dict()} for m, t in self.cache_by_model.items()]
@@ -198,6 +201,7 @@ class Usage:
         return {
             "totals": totals,
             "by_model": models,
+            "by_api": sorted(apis, key=lambda a: (-a["requests"], a["api"])),
             "by_stage": stages,
             "series": {
                 "bucket_s": 60,
