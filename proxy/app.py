@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 import anyio
 import httpx
 from fastapi import FastAPI
+from starlette.routing import Route
 from starlette.types import Scope
 
 from proxy import __version__
@@ -18,6 +19,7 @@ from proxy.discovery import WindowDiscovery
 from proxy.errors import install_handlers
 from proxy.heap import HeapTrimmer
 from proxy.inflight import InFlight
+from proxy.mcp.http import McpEndpoint
 from proxy.metrics import Metrics
 from proxy.routes import authorize, router, state_of
 from proxy.settings import Settings
@@ -94,6 +96,7 @@ def build_summarizer(
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    mcp = McpEndpoint(settings, state_of, authorize)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -125,7 +128,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         trimming = asyncio.create_task(app.state.shrink.heap.run())
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             trimming.cancel()
             if discovery is not None:
@@ -151,6 +155,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
     )
     app.include_router(router)
+    # The MCP tools over Streamable HTTP (GET, POST and DELETE on one path: proxy.mcp.http).
+    app.router.routes.append(Route("/mcp", endpoint=mcp))
     return app
 
 

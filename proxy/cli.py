@@ -57,6 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="the request's wire format: chat (/v1/chat/completions) or anthropic (/v1/messages)",
     )
 
+    mcp = sub.add_parser(
+        "mcp",
+        help="run the MCP server on stdio (needs the mcp extra)",
+        description="Serve the MCP tools (run_compact_command, read_output, estimate_context, "
+        "trim_context, compact_context) on stdin/stdout, for an agent that launches its tool "
+        "servers. Logs go to stderr. Commands run inside SHRINK_MCP_WORKSPACE (default: here).",
+    )
+    add_common(mcp)
+    mcp.add_argument("--workspace", dest="mcp_workspace", help="folder commands may run in")
+    mcp.add_argument("--log-level", help="debug, info, warning, error (default warning)")
+
     st = sub.add_parser(
         "stats",
         help="print what a running proxy saved",
@@ -101,6 +112,7 @@ OVERRIDES = (
     "workers",
     "log_level",
     "log_format",
+    "mcp_workspace",
 )
 
 
@@ -137,6 +149,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return serve(settings)
     if args.command == "shrink":
         return shrink_file(settings, args)
+    if args.command == "mcp":
+        return serve_mcp(settings, args.log_level)
     parser.error(f"unknown command {args.command}")
     return 2
 
@@ -215,6 +229,25 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
         for note in r.notes:
             print(f"  note: {note}", file=sys.stderr)
     return 0 if r.fits else 3
+
+
+def serve_mcp(settings: Settings, log_level: str | None) -> int:
+    import importlib.util
+
+    import anyio
+
+    from proxy import logs
+    from proxy.mcp.stdio import MISSING
+
+    if importlib.util.find_spec("mcp") is None:
+        print(f"shrink-proxy: {MISSING}", file=sys.stderr)
+        return 2
+    from proxy.mcp.stdio import serve as serve_stdio
+
+    # stderr only: stdout carries the protocol. Quieter than the proxy unless asked.
+    logs.configure(log_level or "warning", settings.log_format)
+    anyio.run(serve_stdio, settings)
+    return 0
 
 
 def is_public(host: str) -> bool:

@@ -1,0 +1,117 @@
+"""The proxy's `/mcp` (Streamable HTTP), driven by the official MCP SDK's client.
+
+The proxy runs under real uvicorn on 127.0.0.1 (tests/conftest.py's start_proxy). `/mcp` sits
+behind the inbound key, offers command execution only when told to, and the proxy serves as
+ever, `/mcp` answering what to install, when the MCP SDK is not installed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from tests.mcp_client import TOOLS, call, conversation, http_session
+from tests.shared_dir import ROOT
+
+pytestmark = pytest.mark.timeout(120)
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "curl", "version": "1"},
+    },
+}
+ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+def test_the_context_tools_over_http_behind_the_key_and_no_command_execution(start_proxy):
+    url = start_proxy(proxy_api_key="sekret")
+    # Without the key, or with a wrong one: the proxy's own 401, before the MCP layer.
+    for headers in ({}, {"authorization": "Bearer wrong"}):
+        r = httpx.post(url + "/mcp", json=INIT, headers=ACCEPT | headers)
+        assert r.status_code == 401
+        assert r.json()["error"]["code"] == "invalid_api_key"
+
+    async def scenario():
+        async with http_session(url, "sekret") as session:
+            listed = await session.list_tools()
+            assert {t.name for t in listed.tools} == TOOLS - {"run_compact_command"}
+            messages = conversation()
+            _, est = await call(session, "estimate_context", messages=messages, context_window=4096)
+            assert est["should_trim"] and est["counter"]["exact"]
+            _, trimmed = await call(
+                session, "trim_context", messages=messages, context_window=4096, keep_last=6
+            )
+            assert trimmed["report"]["fits"] and trimmed["messages"][-6:] == messages[-6:]
+            _, done = await call(
+                session,
+                "compact_context",
+                messages=messages,
+                context_window=4096,
+                summary="Long turns about words; the test failed.",
+            )
+            assert done["summary"]["source"] == "caller" and done["summary"]["applied"]
+            text, bad = await call(session, "trim_context", messages=[{"content": "no role"}])
+            assert bad["status"] == "invalid" and "role" in text
+            result = await session.call_tool("run_compact_command", {"command": "id"})
+            assert result.is_error  # not offered over HTTP unless enabled
+
+    anyio.run(scenario)
+
+
+def test_command_execution_over_http_when_enabled(start_proxy, tmp_path: Path):
+    (tmp_path / "log.txt").write_text(
+        "".join(f"step {i}: ok\n" for i in range(2000)) + "ERROR: disk full\n"
+    )
+    url = start_proxy(mcp_http_exec=True, mcp_workspace=str(tmp_path))
+
+    async def scenario():
+        async with http_session(url) as session:
+            listed = await session.list_tools()
+            assert {t.name for t in listed.tools} == TOOLS
+            text, out = await call(session, "run_compact_command", command="cat log.txt")
+            assert out["status"] == "ok" and "ERROR: disk full" in out["output"]
+            assert out["tokens_after"] < out["tokens_before"]
+            _, page = await call(
+                session, "read_output", output_ref=out["output_ref"], grep="step 1234:"
+            )
+            assert page["text"] == "1235: step 1234: ok"
+            _, refused = await call(session, "run_compact_command", command="ls", cwd="..")
+            assert refused["status"] == "refused"
+
+    anyio.run(scenario)
+
+
+def test_the_proxy_serves_without_the_mcp_extra(start_proxy, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if not installed: find_spec says None
+    url = start_proxy()
+    assert httpx.get(url + "/healthz").status_code == 200
+    shrunk = httpx.post(url + "/v1/shrink", json={"messages": [{"role": "user", "content": "x"}]})
+    assert shrunk.status_code == 200
+    r = httpx.post(url + "/mcp", json=INIT, headers=ACCEPT)
+    assert r.status_code == 404
+    assert "pip install 'shrink-proxy[mcp]'" in r.json()["error"]["message"]
+
+
+def test_shrink_proxy_mcp_without_the_extra_says_what_to_install(tmp_path: Path):
+    code = "import sys; sys.modules['mcp'] = None; from proxy.cli import main; sys.exit(main())"
+    r = subprocess.run(
+        [sys.executable, "-c", code, "mcp"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    assert "pip install 'shrink-proxy[mcp]'" in r.stderr
