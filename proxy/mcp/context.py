@@ -94,29 +94,19 @@ class Context:
             "counter": self.counter_info(model),
         }
 
-    def trim(
+    def plan(
         self,
-        messages: list[Any],
-        model: str | None = None,
-        context_window: int | None = None,
-        max_tokens: int | None = None,
-        keep_last: int | None = None,
-    ) -> dict[str, Any]:
-        body = self.body(messages, model, max_tokens)
-        plan = self._plan(body, "trim", context_window, keep_last)
-        return self._result(plan, model)
-
-    def plan_compact(
-        self,
+        mode: Mode,
         messages: list[Any],
         model: str | None = None,
         context_window: int | None = None,
         max_tokens: int | None = None,
         keep_last: int | None = None,
     ) -> Plan:
-        """Stage 2's cut in compact mode, before any summary (sync: run it in a thread)."""
+        """The plan of `/v1/chat/completions` in `mode` (sync: run it in a thread). In compact
+        mode, stage 2's cut before any summary: see `summarize`."""
         body = self.body(messages, model, max_tokens)
-        return self._plan(body, "compact", context_window, keep_last)
+        return self._shrinker(keep_last).plan_sync(body, mode, context_window, ahead=False)
 
     async def summarize(
         self, plan: Plan, model: str | None, summary: str | None, include_transcript: bool
@@ -124,7 +114,7 @@ class Context:
         """The compact's result: the plan with its marker replaced by a summary when one is
         given or made in time, else the plan alone (and the transcript to summarise, if asked)."""
         if not plan.span or plan.marker_index is None:
-            return self._result(plan, model, {"source": "none", "reason": "nothing was dropped"})
+            return self.result(plan, model, {"source": "none", "reason": "nothing was dropped"})
         dropped = {"dropped_messages": len(plan.span), "first_dropped": plan.marker_index}
         text: str | None = None
         if summary is not None and summary.strip():
@@ -148,8 +138,8 @@ class Context:
         if text is None:
             if include_transcript:
                 info["transcript"] = render_transcript(plan.span, TRANSCRIPT_CHARS)
-            return self._result(plan, model, info)
-        return self._result(self._with_summary(plan, model, text, info), model, info)
+            return self.result(plan, model, info)
+        return self.result(self._with_summary(plan, model, text, info), model, info)
 
     def _with_summary(self, plan: Plan, model: str | None, text: str, info: dict[str, Any]) -> Plan:
         i = plan.marker_index
@@ -173,11 +163,6 @@ class Context:
         report.tokens_after += grown
         return dataclasses.replace(plan, messages=messages, report=report)
 
-    def _plan(
-        self, body: dict[str, Any], mode: Mode, window: int | None, keep_last: int | None
-    ) -> Plan:
-        return self._shrinker(keep_last).plan_sync(body, mode, window, ahead=False)
-
     def _shrinker(self, keep_last: int | None) -> Shrinker:
         if keep_last is None or keep_last == self.settings.keep_last:
             return self.shrinker
@@ -190,7 +175,7 @@ class Context:
         self._by_keep_last.move_to_end(keep_last)
         return hit
 
-    def _result(
+    def result(
         self, plan: Plan, model: str | None, summary: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         out: dict[str, Any] = {

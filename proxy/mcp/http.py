@@ -79,13 +79,13 @@ class McpEndpoint:
         """The tools' engine, built on first use from the app's state (made by the lifespan)."""
         if self._engine is None:
             from proxy.mcp.context import Context
-            from proxy.mcp.server import Config, Engine, build_store
+            from proxy.mcp.server import Engine, build_store
 
             state = self._state
             assert state is not None, "the lifespan has not run"
             context = Context(state.settings, state.shrinker, state.tokenizers, state.summarizer)
-            config = Config.of(state.settings, allow_exec=self.settings.mcp_http_exec)
-            self._engine = Engine(config, build_store(state.settings), context)
+            store = build_store(state.settings)
+            self._engine = Engine(state.settings, store, context)
         return self._engine
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

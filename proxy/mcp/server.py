@@ -70,46 +70,18 @@ KeepLast = Annotated[
 ]
 
 
-@dataclass(frozen=True)
-class Config:
-    """The MCP server's share of `Settings`, resolved once."""
-
-    workspace: str
-    shell: bool
-    allow_exec: bool
-    timeout: float
-    max_timeout: float
-    max_bytes: int
-    max_tokens: int
-    page_lines: int
-    page_bytes: int
-    work_budget: float
-    work_budget_per_mb: float
-
-    @classmethod
-    def of(cls, settings: Settings, allow_exec: bool) -> Config:
-        return cls(
-            workspace=os.path.realpath(settings.mcp_workspace or os.getcwd()),
-            shell=settings.mcp_shell,
-            allow_exec=allow_exec,
-            timeout=settings.mcp_timeout,
-            max_timeout=settings.mcp_max_timeout,
-            max_bytes=settings.mcp_output_max_bytes,
-            max_tokens=settings.tool_max_tokens,
-            page_lines=settings.mcp_page_lines,
-            page_bytes=settings.mcp_page_bytes,
-            work_budget=settings.work_budget,
-            work_budget_per_mb=settings.work_budget_per_mb,
-        )
-
-
 @dataclass
 class Engine:
-    """What the tools call: the store of outputs, and the planner over message lists."""
+    """What the tools call: the store of outputs and the planner over message lists, with the
+    settings (`SHRINK_MCP_*`) and the workspace root they were resolved to."""
 
-    config: Config
+    settings: Settings
     store: OutputStore
     context: Context
+    workspace: str = ""
+
+    def __post_init__(self) -> None:
+        self.workspace = os.path.realpath(self.settings.mcp_workspace or os.getcwd())
 
     def count(self) -> Callable[[str], int]:
         return self.context.tokenizers.for_model(None).count_text
@@ -170,7 +142,7 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
         """Read a command's full output back, a bounded page at a time: a line range, or the
         lines matching grep (numbered). Use it for what a marker in the compacted view hid."""
         engine = engine_of()
-        cfg = engine.config
+        s = engine.settings
         try:
             page = await anyio.to_thread.run_sync(
                 lambda: engine.store.read(
@@ -178,8 +150,8 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
                     start_line,
                     end_line,
                     grep,
-                    max_lines=cfg.page_lines,
-                    max_bytes=cfg.page_bytes,
+                    max_lines=s.mcp_page_lines,
+                    max_bytes=s.mcp_page_bytes,
                 )
             )
         except OutputGone as exc:
@@ -221,7 +193,12 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
         turns dropped at a stable cut, their key lines listed under a marker. Returns the
         messages to send and the report."""
         ctx = engine_of().context
-        return await _planned(ctx.trim, messages, model, context_window, max_tokens, keep_last)
+
+        def trim() -> dict[str, Any]:
+            plan = ctx.plan("trim", messages, model, context_window, max_tokens, keep_last)
+            return ctx.result(plan, model)
+
+        return await _planned(trim)
 
     @server.tool(annotations=read_only)
     async def compact_context(
@@ -242,7 +219,7 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
         ctx = engine_of().context
         try:
             plan = await anyio.to_thread.run_sync(
-                lambda: ctx.plan_compact(messages, model, context_window, max_tokens, keep_last)
+                lambda: ctx.plan("compact", messages, model, context_window, max_tokens, keep_last)
             )
         except ProxyError as exc:
             return _error(exc.message, {"status": "invalid"})
@@ -259,19 +236,19 @@ async def _run(
     timeout_s: float | None,
     max_tokens: int | None,
 ) -> CallToolResult:
-    cfg = engine.config
+    s = engine.settings
     shown = command if isinstance(command, str) else " ".join(command)
     try:
-        argv = runner.argv_of(command, cfg.shell)
-        where = runner.resolve_cwd(cfg.workspace, cwd)
+        argv = runner.argv_of(command, s.mcp_shell)
+        where = runner.resolve_cwd(engine.workspace, cwd)
     except runner.Refused as exc:
         return _error(f"refused: {exc}", {"status": "refused", "exit_code": None})
-    timeout = min(timeout_s if timeout_s and timeout_s > 0 else cfg.timeout, cfg.max_timeout)
-    cap = max(64, max_tokens or cfg.max_tokens)
+    timeout = min(timeout_s if timeout_s and timeout_s > 0 else s.mcp_timeout, s.mcp_max_timeout)
+    cap = max(64, max_tokens or s.tool_max_tokens)
     began = time.monotonic()
-    done = await runner.run(argv, where, timeout, cfg.max_bytes)
+    done = await runner.run(argv, where, timeout, s.mcp_output_max_bytes)
     kept, binary = output.decode(done)
-    seconds = cfg.work_budget + cfg.work_budget_per_mb * len(kept) / 1e6
+    seconds = s.work_budget + s.work_budget_per_mb * len(kept) / 1e6
     count = engine.count()
     view = await anyio.to_thread.run_sync(lambda: output.compact(kept, cap, count, seconds, binary))
     ref = engine.store.put(shown, kept) if kept else None

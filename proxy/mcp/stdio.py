@@ -25,7 +25,7 @@ MISSING = (
 async def serve(settings: Settings) -> None:
     from proxy.app import build_summarizer, build_tokenizers
     from proxy.mcp.context import Context
-    from proxy.mcp.server import Config, Engine, build_server, build_store
+    from proxy.mcp.server import Engine, build_server, build_store
     from proxy.shrinker import Shrinker
 
     tokenizers = build_tokenizers(settings)
@@ -34,12 +34,12 @@ async def serve(settings: Settings) -> None:
     async with httpx.AsyncClient(timeout=timeout) as client:
         summarizer = build_summarizer(settings, client) if settings.summary_url else None
         context = Context(settings, shrinker, tokenizers, summarizer)
-        engine = Engine(Config.of(settings, allow_exec=True), build_store(settings), context)
+        engine = Engine(settings, build_store(settings), context)
         server = build_server(lambda: engine, allow_exec=True)
         log.info(
             "shrink-proxy MCP server on stdio; commands run in %s%s",
-            engine.config.workspace,
-            " through /bin/sh" if engine.config.shell else "",
+            engine.workspace,
+            " through /bin/sh" if settings.mcp_shell else "",
         )
         try:
             await server.run_stdio_async()
