@@ -59,9 +59,11 @@ test: lint $(NODE_SDK)
 
 # ~2 minutes: proxy vs a floor pass-through vs direct; fails on any error or CPU/request > 2.5x floor.
 # Then ~2 minutes of hostile bodies (issue 20); fails on a timeout, an error or a broken invariant.
+# Then ~15 s of tool outputs through the MCP server (issue 24); fails below the seed's needles.
 bench-smoke: $(TESTING)
 	$(BIN)/python -m bench.overhead --profile smoke
 	$(BIN)/python -m bench.adversarial --profile smoke
+	$(BIN)/python -m bench.mcp_tools --profile smoke
 
 clean:
 	rm -rf $(VENV) build *.egg-info
