@@ -10,7 +10,8 @@ compacted output against the seed rule (over 800 tokens, 20 head + 20 tail lines
 mcp-headroom's run_compact_command) at the same output size: each output is asked for with
 `max_tokens` equal to what the seed leaves of it. Then at the tool's default cap (1,024).
 Overhead per call: the client's round trip less the command's own run (`duration_s`), and a
-bare `cat` of the same file by subprocess, measured in the same run. Exits 1 when the tool keeps
+bare `cat` of the same file by subprocess, measured in the same run. Memory: 500 MiB of output
+through the tool, the server's peak RSS (Linux /proc). Exits 1 when the tool keeps
 fewer critical needles than the seed at the same size. (Named mcp_tools, not mcp: run as a
 script from bench/, a bench/mcp.py would shadow the SDK's own `mcp` package.)
 """
@@ -120,7 +121,45 @@ async def replay(all_cases: list[Case], folder: Path, calls: int) -> dict[str, A
                     "in_server_ms": statistics.median(inside) * 1e3,
                 }
             )
-    return {"rows": rows, "lost_vs_seed": lost, "overhead": overhead}
+        memory = await flood(session, folder)
+    return {"rows": rows, "lost_vs_seed": lost, "overhead": overhead, "memory": memory}
+
+
+FLOOD = (
+    "import sys\n"
+    "block = (b'y' * 1023 + b'\\n') * 64\n"
+    "for _ in range(8000): sys.stdout.buffer.write(block)\n"  # 8000 x 64 KiB = 500 MiB
+)
+
+
+async def flood(session: Any, folder: Path) -> dict[str, Any]:
+    """500 MiB of output through the tool: the server's resident memory before, and its peak
+    (VmHWM) after; the default SHRINK_MCP_OUTPUT_MAX_BYTES holds 8 MiB of it."""
+    _, me = await call(
+        session,
+        "run_compact_command",
+        command=[sys.executable, "-c", "import os; print(os.getppid())"],
+    )
+    pid = int(me["output"])
+    before = _status(pid, "VmRSS:")
+    (folder / "flood.py").write_text(FLOOD)
+    began = time.perf_counter()
+    _, out = await call(session, "run_compact_command", command=[sys.executable, "flood.py"])
+    return {
+        "bytes": out["bytes"],
+        "held": out["bytes"] - out["omitted_bytes"],
+        "seconds": time.perf_counter() - began,
+        "rss_before_mb": before / 2**20,
+        "peak_rss_mb": _status(pid, "VmHWM:") / 2**20,
+        "tokens_after": out["tokens_after"],
+    }
+
+
+def _status(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+    raise SystemExit(f"no {key} for {pid}")
 
 
 def main() -> int:
@@ -164,6 +203,11 @@ def main() -> int:
             f"{o['round_trip_less_command_ms']:.1f} ms (in the server {o['in_server_ms']:.1f} ms);"
             f" a bare cat by subprocess {o['bare_cat_ms']:.1f} ms"
         )
+    m = figures["memory"]
+    print(
+        f"500 MiB of output ({m['bytes']:,} bytes, {m['held']:,} held) in {m['seconds']:.1f} s: "
+        f"server RSS {m['rss_before_mb']:.0f} MB before, peak {m['peak_rss_mb']:.0f} MB"
+    )
     if args.json:
         corpus.write_json(args.json, {"totals": totals, **figures})
     ours, seed = rows["ours, same size"], rows["seed 20+20"]
