@@ -107,6 +107,26 @@ def test_every_tool_listed_and_a_verbose_command_compacted_then_paged_back(tmp_p
     run(scenario, tmp_path)
 
 
+def test_a_real_verbose_command_and_its_elided_lines_read_back(tmp_path: Path):
+    async def scenario(session):
+        # CPython's import trace: hundreds of lines on stderr, one per module it looks at.
+        command = [PY, "-v", "-c", "import json, asyncio"]
+        _, out = await call(session, "run_compact_command", command=command, max_tokens=400)
+        assert out["status"] == "ok" and out["exit_code"] == 0 and out["lines"] > 300
+        assert out["tokens_after"] <= 400 < out["tokens_before"]
+        assert "omitted by shrink-proxy" in out["output"]
+        _, page = await call(session, "read_output", output_ref=out["output_ref"], start_line=1)
+        full = page["text"].splitlines()
+        hidden = [line for line in full if line.strip() and line not in out["output"]]
+        assert hidden and any("asyncio" in line for line in hidden)
+        _, found = await call(
+            session, "read_output", output_ref=out["output_ref"], grep="import 'asyncio"
+        )
+        assert found["matches"] >= 1 and "asyncio" in found["text"]
+
+    run(scenario, tmp_path)
+
+
 def test_cwd_outside_the_workspace_is_refused_by_dotdot_and_by_symlink(tmp_path: Path):
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)

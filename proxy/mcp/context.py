@@ -13,6 +13,7 @@ listing the dropped span's key lines, with what a summary would replace.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -45,6 +46,7 @@ class Context:
         self.tokenizers = tokenizers
         self.summarizer = summarizer
         self._by_keep_last: OrderedDict[int, Shrinker] = OrderedDict()
+        self._lock = threading.Lock()  # plans run in worker threads
 
     def body(
         self,
@@ -166,14 +168,16 @@ class Context:
     def _shrinker(self, keep_last: int | None) -> Shrinker:
         if keep_last is None or keep_last == self.settings.keep_last:
             return self.shrinker
-        hit = self._by_keep_last.get(keep_last)
-        if hit is None:
-            changed = self.settings.model_copy(update={"keep_last": keep_last, "plan_processes": 0})
-            hit = self._by_keep_last[keep_last] = Shrinker(changed, self.tokenizers)
-            while len(self._by_keep_last) > KEEP_LAST_SHRINKERS:
-                self._by_keep_last.popitem(last=False)[1].close()
-        self._by_keep_last.move_to_end(keep_last)
-        return hit
+        with self._lock:
+            hit = self._by_keep_last.get(keep_last)
+            if hit is None:
+                update = {"keep_last": keep_last, "plan_processes": 0}
+                changed = self.settings.model_copy(update=update)
+                hit = self._by_keep_last[keep_last] = Shrinker(changed, self.tokenizers)
+                while len(self._by_keep_last) > KEEP_LAST_SHRINKERS:
+                    self._by_keep_last.popitem(last=False)[1].close()
+            self._by_keep_last.move_to_end(keep_last)
+            return hit
 
     def result(
         self, plan: Plan, model: str | None, summary: dict[str, Any] | None = None

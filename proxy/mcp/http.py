@@ -72,7 +72,12 @@ class McpEndpoint:
             if _loopback(self.settings.host)
             else TransportSecuritySettings(enable_dns_rebinding_protection=False)
         )
-        server.streamable_http_app(streamable_http_path="/mcp", transport_security=security)
+        # Worker processes share no sessions: each request then stands alone (stateless).
+        server.streamable_http_app(
+            streamable_http_path="/mcp",
+            transport_security=security,
+            stateless_http=self.settings.workers > 1,
+        )
         return server.session_manager
 
     def engine(self) -> Engine:

@@ -60,13 +60,14 @@ Model = Annotated[
 ]
 Window = Annotated[
     int | None,
-    Field(description="Context window in tokens (default: the configured one for the model)."),
+    Field(ge=512, description="Context window in tokens (default: the configured one)."),
 ]
 Reserve = Annotated[
-    int | None, Field(description="Tokens to keep for the answer (the request's max_tokens).")
+    int | None, Field(gt=0, description="Tokens to keep for the answer (its max_tokens).")
 ]
 KeepLast = Annotated[
-    int | None, Field(description="The last N messages are never dropped (default: configured).")
+    int | None,
+    Field(ge=0, le=1000, description="The last N messages are kept (default: configured)."),
 ]
 
 
@@ -118,10 +119,10 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
             ] = None,
             timeout_s: Annotated[
                 float | None,
-                Field(description="Seconds before the command and its children are killed."),
+                Field(gt=0, description="Seconds before the command and its children die."),
             ] = None,
             max_tokens: Annotated[
-                int | None, Field(description="Token cap for the output shown (default: 1024).")
+                int | None, Field(ge=64, description="Token cap for the output (default: 1024).")
             ] = None,
         ) -> CallToolResult:
             """Run a command in the workspace and return its status, exit code and duration,
@@ -132,8 +133,8 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
     @server.tool(annotations=read_only)
     async def read_output(
         output_ref: Annotated[str, Field(description="The output_ref run_compact_command gave.")],
-        start_line: Annotated[int, Field(description="First line to return (1-based).")] = 1,
-        end_line: Annotated[int | None, Field(description="Last line (inclusive).")] = None,
+        start_line: Annotated[int, Field(ge=1, description="First line to return (1-based).")] = 1,
+        end_line: Annotated[int | None, Field(ge=1, description="Last line (inclusive).")] = None,
         grep: Annotated[
             str | None,
             Field(description="Only lines holding this text (case-insensitive; a|b: either)."),
