@@ -45,6 +45,8 @@ def test_the_context_tools_over_http_behind_the_key_and_no_command_execution(sta
         async with http_session(url, "sekret") as session:
             listed = await session.list_tools()
             assert {t.name for t in listed.tools} == TOOLS - {"run_compact_command"}
+            told = (await session.initialize()).instructions
+            assert "run_compact_command" not in told and "trim_context" in told
             messages = conversation()
             _, est = await call(session, "estimate_context", messages=messages, context_window=4096)
             assert est["should_trim"] and est["counter"]["exact"]

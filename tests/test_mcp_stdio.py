@@ -53,6 +53,9 @@ def test_every_tool_listed_and_a_verbose_command_compacted_then_paged_back(tmp_p
     async def scenario(session):
         listed = await session.list_tools()
         assert {t.name for t in listed.tools} == TOOLS
+        told = (await session.initialize()).instructions  # when to use which tool
+        assert "call run_compact_command instead" in told and "read_output" in told
+        assert "estimate_context" in told
         text, out = await call(session, "run_compact_command", command=f"{PY} verbose.py")
         assert text.startswith("[status: failed | exit code: 1 | ")  # status first
         assert out["status"] == "failed" and out["exit_code"] == 1 and out["duration_s"] > 0

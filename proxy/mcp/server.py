@@ -29,9 +29,8 @@ from proxy.mcp.context import Context
 from proxy.mcp.store import OutputGone, OutputStore
 from proxy.settings import Settings
 
-INSTRUCTIONS = """\
-shrink-proxy keeps your context small without losing what matters.
-
+INSTRUCTIONS = "shrink-proxy keeps your context small without losing what matters.\n"
+COMMANDS = """
 - To run a shell command whose output may be long (tests, builds, installs, linters, logs, \
 git log, find/grep over a tree), call run_compact_command instead of your usual shell tool. It \
 returns the status, exit code and duration first, then the output compacted: errors, \
@@ -41,6 +40,8 @@ shrink-proxy ...]".
 - When a marker hides something you need, call read_output with the output_ref it returned, \
 a line range (start_line/end_line, 1-based) and/or grep (case-insensitive literal text, \
 "a|b" for either). Nothing is lost until the ref expires.
+"""
+CONTEXT = """
 - Before sending a long conversation to a model with a small window, call estimate_context \
 (tokens per message, the budget, should_trim). If it does not fit, trim_context drops the \
 oldest turns at a stable cut (system prompt, tool-call pairs and the last messages kept, the \
@@ -49,6 +50,12 @@ the marker with a summary: pass your own `summary` of the dropped turns (ask for
 include_transcript to get them rendered), or leave it to the server's summarizer if one is \
 configured.
 """
+
+
+def instructions(allow_exec: bool) -> str:
+    """What the agent reads before it picks a tool (commands only where they can be run)."""
+    return INSTRUCTIONS + (COMMANDS if allow_exec else "") + CONTEXT
+
 
 Messages = Annotated[
     list[dict[str, Any]],
@@ -98,7 +105,10 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
     """The MCP server; `engine_of()` gives the engine at call time (the proxy builds its
     engine in the app's lifespan, after the server is mounted)."""
     server: MCPServer = MCPServer(
-        "shrink-proxy", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+        "shrink-proxy",
+        instructions=instructions(allow_exec),
+        version=__version__,
+        log_level="WARNING",
     )
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -122,7 +132,8 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
                 Field(gt=0, description="Seconds before the command and its children die."),
             ] = None,
             max_tokens: Annotated[
-                int | None, Field(ge=64, description="Token cap for the output (default: 1024).")
+                int | None,
+                Field(ge=64, description="Token cap for the output shown (default: configured)."),
             ] = None,
         ) -> CallToolResult:
             """Run a command in the workspace and return its status, exit code and duration,
