@@ -75,3 +75,50 @@ def test_compact_summary_from_the_configured_summarizer_else_plan_only():
     assert made["report"]["fits"]
     assert planned["summary"]["source"] == "none" and "turn 0" in planned["summary"]["transcript"]
     assert "omitted" in planned["messages"][1]["content"]  # the marker stays, with its facts
+
+
+def anthropic_conversation(turns: int = 30) -> list[dict]:
+    messages: list[dict] = []
+    for i in range(turns):
+        role = "user" if i % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": f"turn {i}: " + "word " * 400})
+    messages += [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "sh", "input": {"cmd": "pytest"}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "FAILED test_x"}],
+        },
+    ]
+    return messages
+
+
+def test_anthropic_messages_are_planned_by_their_own_dialect():
+    from proxy.wire.formats import ANTHROPIC_WIRE
+
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    ctx = context(settings)
+    messages = anthropic_conversation()
+    body = {"model": "claude-x", "messages": messages, "max_tokens": 512, "system": "terse"}
+    sh = Shrinker(settings, build_tokenizers(settings))
+    expected = sh.plan_sync(body, "trim", 4096, fmt=ANTHROPIC_WIRE)
+    plan = ctx.plan("trim", messages, "claude-x", 4096, 512, None, "anthropic", "terse")
+    got = ctx.result(plan, "claude-x")
+    assert got["messages"] == expected.messages and got["report"]["fits"]
+    assert got["messages"][-2:] == messages[-2:]  # the tool_use / tool_result pair, whole
+    assert all(m["role"] in ("user", "assistant") for m in got["messages"])  # no system role
+    est = ctx.estimate(messages, "claude-x", 4096, 512, None, "anthropic", "terse")
+    assert est["tokens"] == expected.report.tokens_before and est["should_trim"]
+
+    async def compact():
+        plan = ctx.plan("compact", messages, "claude-x", 4096, 512, None, "anthropic", "terse")
+        summary = "Words, then a failed test."
+        return await ctx.summarize(plan, "claude-x", summary, False, "anthropic")
+
+    done = asyncio.run(compact())
+    assert done["summary"]["applied"]
+    i = done["summary"]["first_dropped"]
+    assert done["messages"][i]["role"] in ("user", "assistant")
+    assert "Words, then a failed test." in str(done["messages"][i]["content"])

@@ -1,9 +1,10 @@
 """estimate_context, trim_context, compact_context: the proxy's planning over a message list.
 
-Boundary: Chat Completions messages in (validated as the HTTP edge validates a request body),
-the engine façade (`Shrinker.plan_sync`) plans them exactly as `/v1/chat/completions` would for
-the same model, window and completion reserve, and a plain dict comes out: the messages, the
-pipeline's report and the counter used (a tiktoken encoding, or the labelled bytes/4 estimate).
+Boundary: messages in, in a wire format the engine plans (`proxy.wire.formats`: Chat Completions,
+or Anthropic Messages), validated as the HTTP edge validates a request body; the engine façade
+(`Shrinker.plan_sync`) plans them exactly as the proxy's route would for the same model, window
+and completion reserve, and a plain dict comes out: the messages, the pipeline's report and the
+counter used (a tiktoken encoding, or the labelled bytes/4 estimate).
 
 A compact's summary comes from the caller when it passes one (the facts it lost are appended, as
 for a model's), else from the configured summarizer, else nowhere: the plan alone, its marker
@@ -19,7 +20,6 @@ from typing import Any
 
 import orjson
 
-from proxy import wire
 from proxy.pipeline import Plan
 from proxy.pipeline.facts import extract_facts, missing_facts
 from proxy.pipeline.summary import apply_summary, render_transcript, summary_message
@@ -28,6 +28,7 @@ from proxy.settings import Settings
 from proxy.shrinker import Shrinker
 from proxy.summarizer import Summarizer
 from proxy.tokenizers import Tokenizers
+from proxy.wire.formats import FORMATS, WireFormat
 
 KEEP_LAST_SHRINKERS = 4  # shrinkers kept for a per-call keep_last (each has its own memo)
 TRANSCRIPT_CHARS = 24_000  # the dropped span, rendered for a caller that writes the summary
@@ -50,10 +51,12 @@ class Context:
 
     def body(
         self,
+        fmt: WireFormat,
         messages: list[Any],
         model: str | None,
         max_tokens: int | None,
         tools: list[Any] | None = None,
+        system: Any = None,
     ) -> dict[str, Any]:
         """The request body the proxy would receive, validated by the edge's own parser."""
         body: dict[str, Any] = {"messages": messages}
@@ -63,7 +66,9 @@ class Context:
             body["max_tokens"] = max_tokens
         if tools:
             body["tools"] = tools
-        return wire.parse_chat(orjson.dumps(body))
+        if system is not None:
+            body["system"] = system
+        return fmt.parse(orjson.dumps(body))
 
     def counter_info(self, model: str | None) -> dict[str, Any]:
         counter = self.tokenizers.for_model(model)
@@ -79,15 +84,19 @@ class Context:
         context_window: int | None = None,
         max_tokens: int | None = None,
         tools: list[Any] | None = None,
+        wire: str = "chat",
+        system: Any = None,
     ) -> dict[str, Any]:
-        body = self.body(messages, model, max_tokens, tools)
-        plan = self.shrinker.plan_sync(body, "off", context_window, ahead=False)
-        counter = self.tokenizers.for_model(model)
+        fmt = FORMATS[wire]
+        body = self.body(fmt, messages, model, max_tokens, tools, system)
+        plan = self.shrinker.plan_sync(body, "off", context_window, ahead=False, fmt=fmt)
+        tokens = self.tokenizers.for_model(model)
+        counter = fmt.counter(tokens)
         r = plan.report
         return {
             "tokens": r.tokens_before,
             "per_message": [counter.count_message(m) for m in body["messages"]],
-            "tools_tokens": counter.count_tools(body.get("tools")),
+            "fixed_tokens": fmt.fixed_tokens(body, tokens),
             "budget": r.budget,
             "window": r.window,
             "fits": r.tokens_before <= r.budget,
@@ -104,28 +113,40 @@ class Context:
         context_window: int | None = None,
         max_tokens: int | None = None,
         keep_last: int | None = None,
+        wire: str = "chat",
+        system: Any = None,
     ) -> Plan:
-        """The plan of `/v1/chat/completions` in `mode` (sync: run it in a thread). In compact
-        mode, stage 2's cut before any summary: see `summarize`."""
-        body = self.body(messages, model, max_tokens)
-        return self._shrinker(keep_last).plan_sync(body, mode, context_window, ahead=False)
+        """The route's plan in `mode` (sync: run it in a thread). In compact mode, stage 2's
+        cut before any summary: see `summarize`."""
+        fmt = FORMATS[wire]
+        body = self.body(fmt, messages, model, max_tokens, system=system)
+        shrinker = self._shrinker(keep_last)
+        return shrinker.plan_sync(body, mode, context_window, ahead=False, fmt=fmt)
 
     async def summarize(
-        self, plan: Plan, model: str | None, summary: str | None, include_transcript: bool
+        self,
+        plan: Plan,
+        model: str | None,
+        summary: str | None,
+        include_transcript: bool,
+        wire: str = "chat",
     ) -> dict[str, Any]:
         """The compact's result: the plan with its marker replaced by a summary when one is
         given or made in time, else the plan alone (and the transcript to summarise, if asked)."""
         if not plan.span or plan.marker_index is None:
             return self.result(plan, model, {"source": "none", "reason": "nothing was dropped"})
+        dialect = FORMATS[wire].dialect
         dropped = {"dropped_messages": len(plan.span), "first_dropped": plan.marker_index}
         text: str | None = None
         if summary is not None and summary.strip():
-            lost = missing_facts(summary, extract_facts(plan.span))
+            lost = missing_facts(summary, extract_facts(plan.span, dialect=dialect))
             role = self.settings.summary_role
             text = summary_message(summary, lost, role=role, dropped=len(plan.span))["content"]
             info: dict[str, Any] = {"source": "caller", "facts_appended": len(lost)}
         elif self.summarizer is not None:
-            outcome = await self.summarizer.summarize(plan.span, request_model=model)
+            outcome = await self.summarizer.summarize(
+                plan.span, request_model=model, dialect=dialect
+            )
             text = outcome.text
             info = {"source": outcome.source, "facts_added": outcome.facts_added}
             if outcome.error:
@@ -139,15 +160,19 @@ class Context:
         info |= dropped
         if text is None:
             if include_transcript:
-                info["transcript"] = render_transcript(plan.span, TRANSCRIPT_CHARS)
+                info["transcript"] = render_transcript(plan.span, TRANSCRIPT_CHARS, dialect)
             return self.result(plan, model, info)
-        return self.result(self._with_summary(plan, model, text, info), model, info)
+        return self.result(self._with_summary(plan, model, text, info, wire), model, info)
 
-    def _with_summary(self, plan: Plan, model: str | None, text: str, info: dict[str, Any]) -> Plan:
+    def _with_summary(
+        self, plan: Plan, model: str | None, text: str, info: dict[str, Any], wire: str
+    ) -> Plan:
         i = plan.marker_index
         assert i is not None
-        counter = self.tokenizers.for_model(model)
-        messages = apply_summary(plan.messages, i, text, self.settings.summary_role)
+        fmt = FORMATS[wire]
+        counter = fmt.counter(self.tokenizers.for_model(model))
+        role = self.settings.summary_role
+        messages = apply_summary(plan.messages, i, text, role, fmt.dialect)
         grown = counter.count_message(messages[i]) - counter.count_message(plan.messages[i])
         report = dataclasses.replace(plan.report, actions=dict(plan.report.actions))
         report.details = list(report.details)

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 import orjson
@@ -71,6 +71,14 @@ Window = Annotated[
 ]
 Reserve = Annotated[
     int | None, Field(gt=0, description="Tokens to keep for the answer (its max_tokens).")
+]
+Wire = Annotated[
+    Literal["chat", "anthropic"],
+    Field(description="The messages' format: chat (Chat Completions) or anthropic (Messages)."),
+]
+System = Annotated[
+    str | list[dict[str, Any]] | None,
+    Field(description="anthropic only: the request's top-level system prompt."),
 ]
 KeepLast = Annotated[
     int | None,
@@ -187,11 +195,14 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
         tools: Annotated[
             list[dict[str, Any]] | None, Field(description="Tool definitions sent along.")
         ] = None,
+        wire: Wire = "chat",
+        system: System = None,
     ) -> CallToolResult:
         """Count a conversation's tokens (per message and in total) against the budget the
         proxy would plan for: whether it fits, should_trim, and the tokenizer used."""
         ctx = engine_of().context
-        return await _planned(ctx.estimate, messages, model, context_window, max_tokens, tools)
+        args = (messages, model, context_window, max_tokens, tools, wire, system)
+        return await _planned(ctx.estimate, *args)
 
     @server.tool(annotations=read_only)
     async def trim_context(
@@ -200,15 +211,17 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
         context_window: Window = None,
         max_tokens: Reserve = None,
         keep_last: KeepLast = None,
+        wire: Wire = "chat",
+        system: System = None,
     ) -> CallToolResult:
         """Shrink a conversation to fit: oversized tool results compacted, then the oldest
         turns dropped at a stable cut, their key lines listed under a marker. Returns the
         messages to send and the report."""
         ctx = engine_of().context
+        args = (messages, model, context_window, max_tokens, keep_last, wire, system)
 
         def trim() -> dict[str, Any]:
-            plan = ctx.plan("trim", messages, model, context_window, max_tokens, keep_last)
-            return ctx.result(plan, model)
+            return ctx.result(ctx.plan("trim", *args), model)
 
         return await _planned(trim)
 
@@ -225,17 +238,18 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
         include_transcript: Annotated[
             bool, Field(description="Without a summary: return the dropped turns rendered.")
         ] = False,
+        wire: Wire = "chat",
+        system: System = None,
     ) -> CallToolResult:
         """As trim_context, with the dropped turns replaced by a summary: the one you pass, or
         the configured summarizer's, or none (plan only: the marker and its key lines stay)."""
         ctx = engine_of().context
+        args = (messages, model, context_window, max_tokens, keep_last, wire, system)
         try:
-            plan = await anyio.to_thread.run_sync(
-                lambda: ctx.plan("compact", messages, model, context_window, max_tokens, keep_last)
-            )
+            plan = await anyio.to_thread.run_sync(lambda: ctx.plan("compact", *args))
         except ProxyError as exc:
             return _error(exc.message, {"status": "invalid"})
-        data = await ctx.summarize(plan, model, summary, include_transcript)
+        data = await ctx.summarize(plan, model, summary, include_transcript, wire)
         return _result(orjson.dumps(data).decode(), data)
 
     return server
