@@ -68,6 +68,13 @@ def test_stdin_is_closed_and_stderr_joins_stdout():
     assert done.head == b"''\noops\n" and done.exit_code == 0
 
 
+def test_the_servers_own_settings_are_not_passed_on(monkeypatch):
+    monkeypatch.setenv("SHRINK_UPSTREAM_API_KEY", "sk-secret")
+    monkeypatch.setenv("SOMETHING_ELSE", "kept")
+    done = run(["env"])
+    assert b"SOMETHING_ELSE=kept" in done.head and b"SHRINK_" not in done.head
+
+
 def test_exit_codes_and_signals():
     assert run([PY, "-c", "raise SystemExit(3)"]).exit_code == 3
     killed = run([PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])

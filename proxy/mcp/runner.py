@@ -8,7 +8,7 @@ policy is the caller's (workspace root, shell or not, timeout, bytes held), pass
 - `cwd` must resolve (after `..` and symlinks, `os.path.realpath`) inside the workspace root,
   and the command runs in that resolved folder, so a link swapped afterwards changes nothing;
 - stdin is closed (`/dev/null`); stdout and stderr are one stream, as an agent's shell tool
-  returns them;
+  returns them; the server's own `SHRINK_*` variables (its keys among them) are not passed on;
 - the command gets its own session (process group); on timeout the whole group is sent SIGTERM,
   then SIGKILL, so its children die with it; children still running when it exits are ended too;
 - at most `max_bytes` of output are held: the first half and the last half; what lies between
@@ -122,6 +122,7 @@ async def run(argv: list[str], cwd: str, seconds: float, max_bytes: int) -> Run:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
+            env=child_environment(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -202,6 +203,12 @@ def _signal(pgid: int, sig: int) -> bool:
     except PermissionError:  # a member changed its uid (setuid): nothing more we may do
         return False
     return True
+
+
+def child_environment() -> dict[str, str]:
+    """The command's environment: the server's, less its own configuration (`SHRINK_*`: the
+    upstream and inbound keys are there). Not a sandbox: only what is not the command's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SHRINK_")}
 
 
 def _failed_start(began: float, why: str) -> Run:

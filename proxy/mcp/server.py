@@ -314,8 +314,12 @@ def _banner(d: dict[str, Any]) -> str:
         pct = 100 * saved / max(1, d["tokens_before"])
         size += (
             f"; shrink-proxy compacted {d['tokens_before']:,} -> {d['tokens_after']:,} tokens "
-            f"(-{pct:.0f}%): read_output(output_ref={d['output_ref']!r}) pages the full text"
+            f"(-{pct:.0f}%)"
         )
+        if d["output_ref"]:
+            size += f": read_output(output_ref={d['output_ref']!r}) pages the full text"
+        else:
+            size += ": too large to keep for read_output (SHRINK_MCP_STORE_MB)"
     elif d["output_ref"]:
         size += f"; output_ref {d['output_ref']}"
     if d["omitted_bytes"]:
