@@ -11,6 +11,7 @@ proceed. Requires the `mcp` extra; nothing else in the proxy imports this module
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -263,7 +264,7 @@ async def _run(
     max_tokens: int | None,
 ) -> CallToolResult:
     s = engine.settings
-    shown = command if isinstance(command, str) else " ".join(command)
+    shown = command if isinstance(command, str) else shlex.join(command)
     try:
         argv = runner.argv_of(command, s.mcp_shell)
         where = runner.resolve_cwd(engine.workspace, cwd)
