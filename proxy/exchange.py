@@ -20,10 +20,17 @@ import httpx
 from fastapi import Request
 from fastapi.responses import Response
 
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, sse_error_frame
 from proxy.pipeline import Report
-from proxy.relay import DisconnectWatch, Relay, RelayOutcome
-from proxy.sse import UsageTap, cache_fields, json_report, prefix_reuse, prompt_tokens
+from proxy.relay import DisconnectWatch, ErrorFrame, Relay, RelayOutcome, StreamEnd
+from proxy.sse import (
+    StreamTap,
+    cache_fields,
+    chat_stream_end,
+    json_report,
+    prefix_reuse,
+    prompt_tokens,
+)
 from proxy.upstream import request_headers, response_headers
 
 if TYPE_CHECKING:
@@ -59,6 +66,11 @@ class Exchange:
     # Called once the exchange is over (its log line written): a deferred summary for the same
     # one-slot upstream starts then, not ahead of this request.
     on_end: list[Callable[[], None]] = field(default_factory=list)
+    # The stream's wire format, for a relayed event stream: the in-band error event sent after
+    # headers, and its last event. Chat's by default; the Anthropic route sets
+    # `errors.anthropic_sse_error_frame` and `sse.anthropic_stream_end`.
+    error_frame: ErrorFrame = sse_error_frame
+    stream_end: StreamEnd = chat_stream_end
     _watch: DisconnectWatch | None = None
 
     # --- opening -------------------------------------------------------------------------------
@@ -150,7 +162,7 @@ class Exchange:
         ] + [(b"content-length", str(len(body)).encode())]
         return response
 
-    def relay(self, resp: httpx.Response, *, tap: UsageTap | None = None) -> Response:
+    def relay(self, resp: httpx.Response, *, tap: StreamTap | None = None) -> Response:
         """Stream the upstream response to the client as it arrives."""
         assert self._watch is not None
         event_stream = resp.headers.get("content-type", "").startswith("text/event-stream")
@@ -181,6 +193,8 @@ class Exchange:
             watch=self._watch,
             on_done=done,
             tap=tap if event_stream else None,
+            error_frame=self.error_frame,
+            stream_end=self.stream_end,
         )
 
     def note_usage(
@@ -195,6 +209,7 @@ class Exchange:
             self.on_usage(usage)
 
     def note_json_usage(self, body: bytes) -> None:
+        """The usage of a body read whole: a chat completion or an Anthropic message."""
         self.note_usage(*json_report(body))
 
     # --- logging -------------------------------------------------------------------------------
