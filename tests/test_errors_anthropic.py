@@ -229,13 +229,15 @@ def test_anthropic_stream_error_is_an_error_event_the_sdk_raises():
             b'event: error\ndata: {"type":"error","error":{"type":"api_error",'
             b'"message":"upstream failed mid-stream"}}\n\n'
         )
-        sdk = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
-        with pytest.raises(anthropic.APIStatusError) as info:
-            with sdk.messages.stream(
+        with (
+            anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as sdk,
+            pytest.raises(anthropic.APIStatusError) as info,
+            sdk.messages.stream(
                 model="m", max_tokens=1, messages=[{"role": "user", "content": "x"}]
-            ) as stream:
-                for _ in stream:
-                    pass
+            ) as stream,
+        ):
+            for _ in stream:
+                pass
     assert info.value.body == {
         "type": "error",
         "error": {"type": "api_error", "message": "upstream failed mid-stream"},
