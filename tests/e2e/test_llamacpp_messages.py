@@ -30,9 +30,11 @@ import httpx
 import orjson
 import pytest
 
+from bench.anthropic_form import to_anthropic
 from proxy.overflow import Overflow, parse_overflow
 from proxy.sse import AnthropicUsageTap, cache_fields, prefix_reuse, prompt_tokens
 from tests.e2e.conftest import MODEL, N_CTX, Llama
+from tests.e2e.test_llamacpp import LONG, corpus
 
 pytestmark = pytest.mark.e2e
 
@@ -131,3 +133,14 @@ def test_overflow_on_messages_is_its_chat_error_and_parse_overflow_reads_it(
         assert parse_overflow(r.status_code, r.content) == Overflow(
             limit=N_CTX, prompt_tokens=counted
         )
+
+
+def test_the_dev_corpus_in_anthropic_form_is_accepted(sdk: anthropic.Anthropic) -> None:
+    """bench/anthropic_form.py's output is a valid Messages request for llama.cpp: system,
+    tools, tool_use and tool_result blocks all counted (an invalid body would be a 400)."""
+    chat = {"model": MODEL, "messages": corpus(LONG), "tools": []}
+    body = to_anthropic(chat)
+    counted = sdk.messages.count_tokens(
+        model=MODEL, system=body["system"], messages=body["messages"]
+    ).input_tokens
+    assert counted > 3 * N_CTX  # 13k llama.cpp tokens in chat form (tests/e2e/test_llamacpp.py)
