@@ -20,16 +20,16 @@ import httpx
 from fastapi import Request
 from fastapi.responses import Response
 
-from proxy.errors import ProxyError, sse_error_frame
+from proxy.errors import ProxyError, error_frame_for, error_shape
 from proxy.pipeline import Report
 from proxy.relay import DisconnectWatch, ErrorFrame, Relay, RelayOutcome, StreamEnd
 from proxy.sse import (
     StreamTap,
     cache_fields,
-    chat_stream_end,
     json_report,
     prefix_reuse,
     prompt_tokens,
+    stream_end_for,
 )
 from proxy.upstream import request_headers, response_headers
 
@@ -67,10 +67,11 @@ class Exchange:
     # one-slot upstream starts then, not ahead of this request.
     on_end: list[Callable[[], None]] = field(default_factory=list)
     # The stream's wire format, for a relayed event stream: the in-band error event sent after
-    # headers, and its last event. Chat's by default; the Anthropic route sets
-    # `errors.anthropic_sse_error_frame` and `sse.anthropic_stream_end`.
-    error_frame: ErrorFrame = sse_error_frame
-    stream_end: StreamEnd = chat_stream_end
+    # headers, and how its last event looks. A route may set them (`errors.error_frame_for`,
+    # `sse.anthropic_stream_end`); unset, they follow the request's error shape
+    # (`errors.error_shape`: chat's, or Anthropic's on /v1/messages, passthrough included).
+    error_frame: ErrorFrame | None = None
+    stream_end: StreamEnd | None = None
     _watch: DisconnectWatch | None = None
 
     # --- opening -------------------------------------------------------------------------------
@@ -170,6 +171,7 @@ class Exchange:
         if event_stream:
             headers.append(("x-accel-buffering", "no"))
         body = self.state.upstream.iter_body(resp)
+        shape = error_shape(self.request)
 
         def done(outcome: RelayOutcome) -> None:
             if tap is not None:
@@ -193,8 +195,8 @@ class Exchange:
             watch=self._watch,
             on_done=done,
             tap=tap if event_stream else None,
-            error_frame=self.error_frame,
-            stream_end=self.stream_end,
+            error_frame=self.error_frame or error_frame_for(shape),
+            stream_end=self.stream_end or stream_end_for(shape),
         )
 
     def note_usage(

@@ -10,6 +10,7 @@ the earliest a client could use it anyway.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
@@ -92,6 +93,11 @@ def anthropic_stream_end(block: bytes) -> bool:
         line.startswith(b"event:") and line[6:].strip() == _MESSAGE_STOP
         for line in last.splitlines()
     )
+
+
+def stream_end_for(shape: str) -> Callable[[bytes], bool]:
+    """The last-event test of a stream in the given error shape's API ("anthropic" or chat's)."""
+    return anthropic_stream_end if shape == "anthropic" else chat_stream_end
 
 
 def event_json(event: bytes) -> Any:

@@ -24,6 +24,7 @@ Per request, `x-fake-*` headers (they pass through the proxy like any end-to-end
   x-fake-chunks: 5            text deltas in the answer (default 3)
   x-fake-chunk-delay: 0.2     pause between SSE events
   x-fake-drop-after: 2        drop the connection after N SSE events (no message_stop)
+  x-fake-linger: 1            after message_stop, wait this long before ending the body
   x-fake-error-event: overloaded_error
                               after message_start, an in-band `event: error` of this type, then
                               the end of the stream (as Anthropic's API does when it fails mid-way)
@@ -91,6 +92,7 @@ class FakeAnthropic:
     api_key: str | None = None
     streams_completed: int = 0
     streams_dropped: int = 0
+    sent: bytes = b""  # the bytes of the latest stream, as written (for byte-for-byte checks)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _previous_prompt: bytes = b""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -106,6 +108,7 @@ class FakeAnthropic:
         with self.lock:
             self.requests.clear()
             self.streams_completed = self.streams_dropped = 0
+            self.sent = b""
             self._previous_prompt = b""
 
     def app(self) -> Starlette:
@@ -322,6 +325,7 @@ class FakeAnthropic:
         delay = float(h.get("x-fake-chunk-delay", "0"))
         drop_after = int(h["x-fake-drop-after"]) if h.get("x-fake-drop-after") else None
         events = self.events(message)
+        self.sent = b""
         if kind := h.get("x-fake-error-event"):
             error = sse("error", error_body(529, "Overloaded", kind))
             events = [events[0], error]
@@ -330,8 +334,11 @@ class FakeAnthropic:
                 with self.lock:
                     self.streams_dropped += 1
                 raise ConnectionAbortedError("fake upstream drops the connection")
+            self.sent += event
             yield event
             if delay:
                 await asyncio.sleep(delay)
+        if linger := h.get("x-fake-linger"):
+            await asyncio.sleep(float(linger))
         with self.lock:
             self.streams_completed += 1
