@@ -10,7 +10,7 @@ the earliest a client could use it anyway.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import orjson
@@ -111,6 +111,18 @@ def event_json(event: bytes) -> Any:
         return None
 
 
+def _marked(data: bytes) -> bool:
+    return b'"usage"' in data or b'"timings"' in data
+
+
+def _marked_events(block: bytes) -> Iterator[tuple[bytes, dict[str, Any] | None]]:
+    """Each event of a block of whole events, with its JSON object when it mentions usage or
+    timings (None otherwise, and for one that is not a JSON object)."""
+    for e in split_events(block):
+        obj = event_json(e) if _marked(e) else None
+        yield e, obj if isinstance(obj, dict) else None
+
+
 class StreamTap(Protocol):
     """What the relay needs of a tap: it sees each block of whole events and gives back what to
     send; `usage` and `timings` are read once the stream is over."""
@@ -142,19 +154,17 @@ class UsageTap:
     def inspect(self, block: bytes) -> bytes:
         """A block of whole events (as EventFramer gives them; the relay frames streams itself),
         with the usage-only chunk removed when stripping."""
-        if b'"usage"' not in block and b'"timings"' not in block:
+        if not _marked(block):
             return block  # the common case: whole events, passed on without a look inside
         out = []
-        for e in split_events(block):
-            if b'"usage"' in e or b'"timings"' in e:
-                obj = event_json(e)
-                if isinstance(obj, dict):
-                    if isinstance(obj.get("timings"), dict):
-                        self.timings = obj["timings"]
-                    if isinstance(obj.get("usage"), dict):
-                        self.usage = obj["usage"]
-                        if self.strip and not obj.get("choices"):
-                            continue
+        for e, obj in _marked_events(block):
+            if obj is not None:
+                if isinstance(obj.get("timings"), dict):
+                    self.timings = obj["timings"]
+                if isinstance(obj.get("usage"), dict):
+                    self.usage = obj["usage"]
+                    if self.strip and not obj.get("choices"):
+                        continue
             out.append(e)
         return b"".join(out)
 
@@ -162,7 +172,7 @@ class UsageTap:
         return self._framer.flush()
 
 
-class AnthropicUsageTap:
+class AnthropicUsageTap(UsageTap):
     """Watches an Anthropic Messages stream for its usage; every byte passes through unchanged.
 
     The usage comes in two parts: `message_start` carries `message.usage` (the input figures,
@@ -173,23 +183,13 @@ class AnthropicUsageTap:
     case a build sends them here (the pinned one does not: see tests/e2e/test_llamacpp_messages.py).
     """
 
-    strip = False  # the client asked for this stream as it is; nothing is ever hidden
-
     def __init__(self) -> None:
-        self.usage: dict[str, Any] | None = None
-        self.timings: dict[str, Any] | None = None
-        self._framer = EventFramer()
-
-    def feed(self, chunk: bytes) -> bytes:
-        return self.inspect(self._framer.feed(chunk))
+        super().__init__(strip=False)  # the client asked for this stream as it is
 
     def inspect(self, block: bytes) -> bytes:
-        if b'"usage"' not in block and b'"timings"' not in block:
-            return block
-        for e in split_events(block):
-            if b'"usage"' in e or b'"timings"' in e:
-                obj = event_json(e)
-                if isinstance(obj, dict):
+        if _marked(block):
+            for _, obj in _marked_events(block):
+                if obj is not None:
                     self._note(obj)
         return block
 
@@ -206,9 +206,6 @@ class AnthropicUsageTap:
             merged = dict(self.usage or {})
             merged.update((k, v) for k, v in usage.items() if v is not None)
             self.usage = merged
-
-    def close(self) -> bytes:
-        return self._framer.flush()
 
 
 def json_usage(body: bytes) -> dict[str, Any] | None:

@@ -23,24 +23,16 @@ MODEL = "claude-fake-1"
 HELLO = [{"role": "user", "content": "Hello there"}]
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[FakeAnthropic, str]]:
-    fake = FakeAnthropic()
-    with serve(fake.app()) as url:
-        yield fake, url
+@pytest.fixture
+def fake(anthropic_upstream: FakeAnthropic) -> FakeAnthropic:
+    return anthropic_upstream
 
 
 @pytest.fixture
-def fake(served) -> FakeAnthropic:
-    served[0].reset()
-    return served[0]
-
-
-@pytest.fixture
-def proxy(served, fake) -> Iterator[str]:
-    with ExitStack() as stack:
-        settings = Settings(upstream_url=served[1] + "/v1", discover_window=False)
-        yield stack.enter_context(serve(create_app(settings)))
+def proxy(fake: FakeAnthropic) -> Iterator[str]:
+    settings = Settings(upstream_url=fake.url + "/v1", discover_window=False)
+    with serve(create_app(settings)) as url:
+        yield url
 
 
 def sdk(url: str) -> anthropic.Anthropic:

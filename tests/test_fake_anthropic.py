@@ -13,7 +13,6 @@ import pytest
 from proxy.overflow import Overflow, parse_overflow
 from proxy.sse import AnthropicUsageTap, cache_fields, prompt_tokens
 from tests.fakes.anthropic import SIGNATURE, THINKING, FakeAnthropic, count_tokens
-from tests.fakes.server import serve
 
 MODEL = "claude-fake-1"
 HELLO = [{"role": "user", "content": "Hello there"}]
@@ -26,27 +25,15 @@ TOOLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[FakeAnthropic, str]]:
-    fake = FakeAnthropic()
-    with serve(fake.app()) as url:
-        yield fake, url
+@pytest.fixture
+def fake(anthropic_upstream: FakeAnthropic) -> FakeAnthropic:
+    return anthropic_upstream
 
 
 @pytest.fixture
-def fake(served) -> FakeAnthropic:
-    served[0].reset()
-    served[0].context_limit = None
-    served[0].prefix_cache = False
-    return served[0]
-
-
-@pytest.fixture
-def sdk(served, fake) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(
-        base_url=served[1], api_key="sk-fake", max_retries=0, timeout=30
-    ) as client:
-        yield client
+def sdk(fake: FakeAnthropic) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=fake.url, api_key="sk-fake", max_retries=0, timeout=30) as c:
+        yield c
 
 
 def test_create_answers_text_and_counts_with_the_stated_rule(fake, sdk):
@@ -64,7 +51,7 @@ def test_create_answers_text_and_counts_with_the_stated_rule(fake, sdk):
     assert msg.usage.input_tokens == prompt and msg.usage.cache_read_input_tokens == 0
 
 
-def test_stream_is_anthropic_s_event_sequence_and_the_sdk_accumulates_it(fake, sdk, served):
+def test_stream_is_anthropic_s_event_sequence_and_the_sdk_accumulates_it(fake, sdk):
     with sdk.messages.stream(model=MODEL, max_tokens=32, messages=HELLO) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
@@ -73,7 +60,7 @@ def test_stream_is_anthropic_s_event_sequence_and_the_sdk_accumulates_it(fake, s
         fake.last.json()
     )
     raw = httpx.post(
-        served[1] + "/v1/messages",
+        fake.url + "/v1/messages",
         json={"model": MODEL, "max_tokens": 8, "messages": HELLO, "stream": True},
     )
     assert raw.headers["content-type"].startswith("text/event-stream")
@@ -145,7 +132,7 @@ def test_count_tokens(fake, sdk):
     assert fake.last.path == "/v1/messages/count_tokens"
 
 
-def test_over_the_limit_is_anthropic_s_real_400_and_parse_overflow_reads_it(fake, sdk, served):
+def test_over_the_limit_is_anthropic_s_real_400_and_parse_overflow_reads_it(fake, sdk):
     fake.context_limit = 20
     long = [{"role": "user", "content": "word " * 40}]
     with pytest.raises(anthropic.BadRequestError) as info:
@@ -159,13 +146,13 @@ def test_over_the_limit_is_anthropic_s_real_400_and_parse_overflow_reads_it(fake
         },
     }
     raw = httpx.post(
-        served[1] + "/v1/messages", json={"model": MODEL, "max_tokens": 8, "messages": long}
+        fake.url + "/v1/messages", json={"model": MODEL, "max_tokens": 8, "messages": long}
     )
     assert parse_overflow(raw.status_code, raw.content) == Overflow(limit=20, prompt_tokens=prompt)
     # Fits, but not with its max_tokens: Anthropic's other wording, read too.
     fake.context_limit = count_tokens({"messages": HELLO}) + 4
     raw = httpx.post(
-        served[1] + "/v1/messages", json={"model": MODEL, "max_tokens": 8, "messages": HELLO}
+        fake.url + "/v1/messages", json={"model": MODEL, "max_tokens": 8, "messages": HELLO}
     )
     assert raw.status_code == 400 and "exceed context limit" in raw.json()["error"]["message"]
     assert parse_overflow(raw.status_code, raw.content) == Overflow(
@@ -194,13 +181,10 @@ def test_status_errors_are_anthropic_shaped(fake, sdk):
         )
     assert info.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
     fake.api_key = "right"
-    try:
-        with pytest.raises(anthropic.AuthenticationError):
-            sdk.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
-        ok = {"x-api-key": "right", "authorization": ""}
-        assert sdk.messages.create(model=MODEL, max_tokens=8, messages=HELLO, extra_headers=ok)
-    finally:
-        fake.api_key = None
+    with pytest.raises(anthropic.AuthenticationError):
+        sdk.messages.create(model=MODEL, max_tokens=8, messages=HELLO)
+    ok = {"x-api-key": "right", "authorization": ""}
+    assert sdk.messages.create(model=MODEL, max_tokens=8, messages=HELLO, extra_headers=ok)
     with pytest.raises(anthropic.NotFoundError):
         sdk.models.list()
 
@@ -221,12 +205,12 @@ def test_in_band_error_event_mid_stream(fake, sdk):
     }
 
 
-def test_dropped_stream_ends_without_message_stop(fake, served):
+def test_dropped_stream_ends_without_message_stop(fake):
     body = {"model": MODEL, "max_tokens": 8, "messages": HELLO, "stream": True}
     got = b""
     with pytest.raises(httpx.RemoteProtocolError):
         with httpx.stream(
-            "POST", served[1] + "/v1/messages", json=body, headers={"x-fake-drop-after": "3"}
+            "POST", fake.url + "/v1/messages", json=body, headers={"x-fake-drop-after": "3"}
         ) as r:
             for chunk in r.iter_raw():
                 got += chunk

@@ -16,6 +16,7 @@ from proxy.sse import (
     prefix_reuse,
     prompt_tokens,
 )
+from tests.test_sse import feed_in_pieces
 
 
 def ev(name: str, data: dict) -> bytes:
@@ -97,15 +98,6 @@ LLAMA_STREAM = (
     b'"stop_sequence":null},"usage":{"output_tokens":8}}\n\n'
     b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 )
-
-
-def feed_in_pieces(tap: AnthropicUsageTap, data: bytes, cuts: list[int]) -> bytes:
-    out, last = [], 0
-    for c in sorted(set(cuts)) + [len(data)]:
-        out.append(tap.feed(data[last:c]))
-        last = c
-    out.append(tap.close())
-    return b"".join(out)
 
 
 @given(st.lists(st.integers(0, len(STREAM)), max_size=30))

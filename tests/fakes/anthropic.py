@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.upstream import Recorded
+from tests.fakes.upstream import Recorded, recorded
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -84,6 +84,7 @@ def sse(name: str, data: dict[str, Any]) -> bytes:
 
 @dataclass
 class FakeAnthropic:
+    url: str = ""  # its base URL, without /v1, once served (tests/conftest.py sets it)
     requests: list[Recorded] = field(default_factory=list)
     context_limit: int | None = None
     prefix_cache: bool = False
@@ -105,7 +106,11 @@ class FakeAnthropic:
         return [r for r in self.requests if r.path == "/v1/messages"]
 
     def reset(self) -> None:
+        """Forget what was received, and go back to the defaults (no limit, no cache, no key)."""
         with self.lock:
+            self.context_limit = None
+            self.prefix_cache = False
+            self.api_key = None
             self.requests.clear()
             self.streams_completed = self.streams_dropped = 0
             self.sent = b""
@@ -123,16 +128,7 @@ class FakeAnthropic:
     # --- recording and the checks every route makes ----------------------------------------
 
     async def record(self, request: Request) -> Recorded:
-        rec = Recorded(
-            method=request.method,
-            path=request.url.path,
-            raw_path=request.scope.get("raw_path", b""),
-            query=request.scope.get("query_string", b""),
-            headers=[
-                (k.decode("latin-1"), v.decode("latin-1")) for k, v in request.scope["headers"]
-            ],
-            body=await request.body(),
-        )
+        rec = await recorded(request)
         with self.lock:
             self.requests.append(rec)
         return rec
