@@ -3,9 +3,9 @@
 Streams are relayed as raw bytes. Only when a feature needs to see events (learning the true
 prompt size and the prefix-cache figures from the usage chunk, or from Anthropic's
 `message_start` / `message_delta`) are chunks framed into events, and then only events that
-mention `"usage"` or `"timings"` (llama.cpp's) are parsed. Framing
-never delays an event: each is forwarded the moment its terminating blank line arrives, which is
-the earliest a client could use it anyway.
+mention `"usage"` or `"timings"` (llama.cpp's) are parsed. Framing never delays an event: each
+is forwarded the moment its terminating blank line arrives, which is the earliest a client could
+use it anyway.
 """
 
 from __future__ import annotations
