@@ -3,7 +3,9 @@
 A pure conversion, for benchmarks that run the dev corpus through the `/v1/messages` path
 (`to_anthropic(conversation.request())`), plus the two checks they need on its output: the texts
 a needle may survive in (`haystack`, the counterpart of `bench.corpus.haystack`) and tool pairing
-(`pairing_ok`, the counterpart of `bench.corpus.pairing_ok`).
+(`pairing_ok`, the counterpart of `bench.corpus.pairing_ok`). `claude_code(body, turn)` dresses a
+converted request the way Claude Code sends one (billing line, cache breakpoints, thinking with
+signatures, its beta headers), for the tests and benches that need that shape.
 
 How each chat item maps (what Claude Code itself sends, and what the Messages API accepts):
 
@@ -28,6 +30,9 @@ How each chat item maps (what Claude Code itself sends, and what the Messages AP
 
 from __future__ import annotations
 
+import base64
+import copy
+import hashlib
 import json
 from typing import Any
 
@@ -257,3 +262,98 @@ def pairing_ok(body: dict[str, Any]) -> bool:
                 return False
             pending = {b.get("id") for b in blocks if b.get("type") == "tool_use"}
     return not pending
+
+
+# --- Claude Code's request shape ----------------------------------------------------------------
+
+CLAUDE_CODE_VERSION = "2.1.177"
+CLAUDE_CODE_IDENTITY = "You are Claude Code, Anthropic's official CLI for Claude."
+CLAUDE_CODE_BETAS = (
+    "claude-code-20250219,interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14"
+)
+BILLING_PREFIX = "x-anthropic-billing-header:"
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def billing_line(turn: int) -> str:
+    """Claude Code's per-request first system block (2.1.29 and later): a version suffix and a
+    `cch` that change every request (here derived from `turn`, so runs are reproducible)."""
+    digest = hashlib.sha256(str(turn).encode()).hexdigest()
+    return (
+        f"{BILLING_PREFIX} cc_version={CLAUDE_CODE_VERSION}.{digest[:3]}; "
+        f"cc_entrypoint=cli; cch={digest[3:8]};"
+    )
+
+
+def claude_code(body: dict[str, Any], turn: int) -> tuple[dict[str, str], dict[str, Any]]:
+    """(headers, body) of `body` (in this module's Anthropic form) sent the way Claude Code sends
+    a request, as public captures of its traffic show it:
+
+    - `system` as blocks: the billing line of this `turn` alone first, then Claude Code's
+      identity line, then the prompt, the last two with `cache_control` breakpoints;
+    - a `thinking` block with its `signature` opening every assistant turn (interleaved
+      thinking), `thinking` enabled, `stream`, `metadata.user_id`, a large `max_tokens`;
+    - a `cache_control` breakpoint on the last block of the latest user message (3 in all, of
+      the API's 4 at most);
+    - headers `anthropic-version`, `anthropic-beta`, `x-app: cli`, Claude Code's user agent.
+
+    Pure: `body` is not modified; only the billing line depends on `turn`.
+    """
+    out = copy.deepcopy(body)
+    system = out.get("system")
+    prompt = [{"type": "text", "text": system}] if isinstance(system, str) else list(system or [])
+    blocks: list[Block] = [
+        {"type": "text", "text": billing_line(turn)},
+        {"type": "text", "text": CLAUDE_CODE_IDENTITY, "cache_control": dict(EPHEMERAL)},
+        *prompt,
+    ]
+    if prompt:
+        blocks[-1] = {**blocks[-1], "cache_control": dict(EPHEMERAL)}
+    out["system"] = blocks
+    messages = out.get("messages") or []
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant":
+            content = m["content"]
+            content = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            m["content"] = [_thinking(i), *content]
+    users = [m for m in messages if m.get("role") == "user"]
+    if users:
+        last = users[-1]
+        if isinstance(last["content"], str):
+            last["content"] = [{"type": "text", "text": last["content"]}]
+        if last["content"]:
+            last["content"][-1] = {**last["content"][-1], "cache_control": dict(EPHEMERAL)}
+    out.update(
+        stream=True,
+        max_tokens=32000,
+        thinking={"type": "enabled", "budget_tokens": 31999},
+        metadata={"user_id": "user_0123abcd_account__session_00000000-0000-4000-8000-000000000000"},
+    )
+    headers = {
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": CLAUDE_CODE_BETAS,
+        "x-app": "cli",
+        "user-agent": f"claude-cli/{CLAUDE_CODE_VERSION} (external, cli)",
+    }
+    return headers, out
+
+
+def _thinking(index: int) -> Block:
+    digest = hashlib.sha256(f"thinking {index}".encode()).digest()
+    return {
+        "type": "thinking",
+        "thinking": f"Step {index}: decide what to run next.",
+        "signature": base64.b64encode(digest * 4).decode(),
+    }
+
+
+def breakpoints(body: dict[str, Any]) -> int:
+    """How many `cache_control` breakpoints a request carries (the API allows 4 at most)."""
+    n = 0
+    system = body.get("system")
+    for holder in (system if isinstance(system, list) else [], body.get("tools") or []):
+        n += sum(1 for b in holder if isinstance(b, dict) and "cache_control" in b)
+    for m in body.get("messages") or []:
+        if isinstance(m.get("content"), list):
+            n += sum(1 for b in m["content"] if isinstance(b, dict) and "cache_control" in b)
+    return n

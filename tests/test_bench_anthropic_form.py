@@ -7,10 +7,20 @@ import itertools
 import json
 import os
 
+import anthropic
 import pytest
 
 from bench import corpus
-from bench.anthropic_form import haystack, pairing_ok, texts, to_anthropic
+from bench.anthropic_form import (
+    BILLING_PREFIX,
+    CLAUDE_CODE_IDENTITY,
+    breakpoints,
+    claude_code,
+    haystack,
+    pairing_ok,
+    texts,
+    to_anthropic,
+)
 from tests.conftest import CORPUS
 
 
@@ -268,3 +278,54 @@ def test_dev_corpus_converts_whole_paired_alternating_and_keeps_its_needles():
         for needle in conv.needles:
             if needle.answer in corpus.haystack(conv.messages):
                 assert needle.answer in hay, (conv.id, needle.question)
+
+
+def test_claude_code_shape():
+    body = to_anthropic(CHAT)
+    before = copy.deepcopy(body)
+    headers, one = claude_code(body, 1)
+    _, two = claude_code(body, 2)
+    assert body == before  # pure
+    assert headers["anthropic-beta"].startswith("claude-code-") and headers["x-app"] == "cli"
+    first = one["system"][0]["text"]
+    assert (
+        first.startswith(BILLING_PREFIX)
+        and "cch=" in first
+        and "cache_control" not in one["system"][0]
+    )
+    assert one["system"][1]["text"] == CLAUDE_CODE_IDENTITY
+    assert one["system"][2]["text"] == "You are an agent."
+    # Only the billing line changes from one request to the next.
+    assert first != two["system"][0]["text"]
+    assert {**one, "system": one["system"][1:]} == {**two, "system": two["system"][1:]}
+    assert breakpoints(one) == 3 and pairing_ok(one)
+    for m in one["messages"]:
+        if m["role"] == "assistant":
+            assert m["content"][0]["type"] == "thinking" and m["content"][0]["signature"]
+    assert one["stream"] is True and one["thinking"]["type"] == "enabled"
+    assert all(t in haystack(one) for t in texts(body))
+
+
+def test_dev_corpus_in_claude_code_shape_keeps_pairing_needles_and_breakpoints():
+    for conv in conversations():
+        body = to_anthropic(conv.request())
+        _, shaped = claude_code(body, 7)
+        assert pairing_ok(shaped) and breakpoints(shaped) <= 4, conv.id
+        hay = haystack(shaped)
+        assert all(t in hay for t in texts(body)), conv.id
+
+
+def test_the_sdk_sends_the_claude_code_shape(anthropic_upstream):
+    headers, body = claude_code(to_anthropic(CHAT), 3)
+    del body["stream"]
+    extra = {"temperature": body.pop("temperature")}  # anthropic 2.x takes it only as extra_body
+    with (
+        anthropic.Anthropic(base_url=anthropic_upstream.url, api_key="k", max_retries=0) as sdk,
+        sdk.messages.stream(**body, extra_headers=headers, extra_body=extra) as stream,
+    ):
+        stream.get_final_message()
+    sent = anthropic_upstream.last
+    assert sent.header("anthropic-beta") == headers["anthropic-beta"]
+    got = sent.json()
+    assert got["system"] == body["system"] and got["messages"] == body["messages"]
+    assert got["temperature"] == 0 and got["thinking"] == body["thinking"]
