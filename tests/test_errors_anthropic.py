@@ -125,6 +125,15 @@ def test_errors_outside_any_route_are_anthropic_shaped_on_messages_paths():
     assert r.status_code == 500 and r.headers["connection"] == "close"
     assert r.json()["type"] == "error" and r.json()["error"]["type"] == "api_error"
     assert "boom" not in r.text
+    # A flag a route set is seen by the outermost handler too (the scope is one dict).
+    r = c.post("/anthropic/v1/messages")
+    assert r.status_code == 500 and r.json() == {
+        "type": "error",
+        "error": {"type": "api_error", "message": "Internal error in shrink-proxy (see its log)."},
+    }
+    r = c.post("/v1/chat/completions")
+    assert r.status_code == 500 and r.json()["error"]["type"] == "api_error"
+    assert "param" in r.json()["error"]  # OpenAI's shape there
     r = c.post("/v1/messages/nope")
     assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
     r = c.get("/v1/messages")
