@@ -20,10 +20,17 @@ import httpx
 from fastapi import Request
 from fastapi.responses import Response
 
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, error_frame_for, error_shape
 from proxy.pipeline import Report
-from proxy.relay import DisconnectWatch, Relay, RelayOutcome
-from proxy.sse import UsageTap, cache_fields, json_report, prefix_reuse, prompt_tokens
+from proxy.relay import DisconnectWatch, ErrorFrame, Relay, RelayOutcome, StreamEnd
+from proxy.sse import (
+    StreamTap,
+    cache_fields,
+    json_report,
+    prefix_reuse,
+    prompt_tokens,
+    stream_end_for,
+)
 from proxy.upstream import request_headers, response_headers
 
 if TYPE_CHECKING:
@@ -59,6 +66,12 @@ class Exchange:
     # Called once the exchange is over (its log line written): a deferred summary for the same
     # one-slot upstream starts then, not ahead of this request.
     on_end: list[Callable[[], None]] = field(default_factory=list)
+    # The stream's wire format, for a relayed event stream: the in-band error event sent after
+    # headers, and how its last event looks. A route may set them (`errors.error_frame_for`,
+    # `sse.anthropic_stream_end`); unset, they follow the request's error shape
+    # (`errors.error_shape`: chat's, or Anthropic's on /v1/messages, passthrough included).
+    error_frame: ErrorFrame | None = None
+    stream_end: StreamEnd | None = None
     _watch: DisconnectWatch | None = None
 
     # --- opening -------------------------------------------------------------------------------
@@ -150,7 +163,7 @@ class Exchange:
         ] + [(b"content-length", str(len(body)).encode())]
         return response
 
-    def relay(self, resp: httpx.Response, *, tap: UsageTap | None = None) -> Response:
+    def relay(self, resp: httpx.Response, *, tap: StreamTap | None = None) -> Response:
         """Stream the upstream response to the client as it arrives."""
         assert self._watch is not None
         event_stream = resp.headers.get("content-type", "").startswith("text/event-stream")
@@ -158,6 +171,7 @@ class Exchange:
         if event_stream:
             headers.append(("x-accel-buffering", "no"))
         body = self.state.upstream.iter_body(resp)
+        shape = error_shape(self.request)
 
         def done(outcome: RelayOutcome) -> None:
             if tap is not None:
@@ -181,6 +195,8 @@ class Exchange:
             watch=self._watch,
             on_done=done,
             tap=tap if event_stream else None,
+            error_frame=self.error_frame or error_frame_for(shape),
+            stream_end=self.stream_end or stream_end_for(shape),
         )
 
     def note_usage(
@@ -195,6 +211,7 @@ class Exchange:
             self.on_usage(usage)
 
     def note_json_usage(self, body: bytes) -> None:
+        """The usage of a body read whole: a chat completion or an Anthropic message."""
         self.note_usage(*json_report(body))
 
     # --- logging -------------------------------------------------------------------------------

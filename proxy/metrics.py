@@ -148,7 +148,8 @@ class Metrics:
         self.cache_prompt = counter(
             "shrink_upstream_cache_prompt_tokens",
             "Prompt tokens of the requests whose upstream reported its prefix cache "
-            "(usage.prompt_tokens_details.cached_tokens, or llama.cpp's cache_n + prompt_n).",
+            "(usage.prompt_tokens_details.cached_tokens, Anthropic's cache_read_input_tokens, "
+            "or llama.cpp's cache_n + prompt_n).",
             "model",
         )
         self.cache_hit = counter(

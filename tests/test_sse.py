@@ -6,7 +6,15 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.sse import EventFramer, UsageTap, event_json, json_usage, prompt_tokens, split_events
+from proxy.sse import (
+    AnthropicUsageTap,
+    EventFramer,
+    UsageTap,
+    event_json,
+    json_usage,
+    prompt_tokens,
+    split_events,
+)
 
 
 def chunk(i: int) -> bytes:
@@ -17,7 +25,7 @@ USAGE = b'data: {"id":"x","choices":[],"usage":{"prompt_tokens":1234,"completion
 STREAM = chunk(0) + chunk(1) + b": keep-alive comment\n\n" + chunk(2) + USAGE + b"data: [DONE]\n\n"
 
 
-def feed_in_pieces(tap: UsageTap, data: bytes, cuts: list[int]) -> bytes:
+def feed_in_pieces(tap: UsageTap | AnthropicUsageTap, data: bytes, cuts: list[int]) -> bytes:
     out, last = [], 0
     for c in sorted(set(cuts)) + [len(data)]:
         out.append(tap.feed(data[last:c]))

@@ -49,6 +49,18 @@ class Recorded:
         return orjson.loads(self.body)
 
 
+async def recorded(request: Request) -> Recorded:
+    """What a fake received: method, paths, query, headers as sent, body bytes."""
+    return Recorded(
+        method=request.method,
+        path=request.url.path,
+        raw_path=request.scope.get("raw_path", b""),
+        query=request.scope.get("query_string", b""),
+        headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.scope["headers"]],
+        body=await request.body(),
+    )
+
+
 @dataclass
 class FakeUpstream:
     requests: list[Recorded] = field(default_factory=list)
@@ -84,17 +96,7 @@ class FakeUpstream:
         )
 
     async def record(self, request: Request) -> Recorded:
-        body = await request.body()
-        rec = Recorded(
-            method=request.method,
-            path=request.url.path,
-            raw_path=request.scope.get("raw_path", b""),
-            query=request.scope.get("query_string", b""),
-            headers=[
-                (k.decode("latin-1"), v.decode("latin-1")) for k, v in request.scope["headers"]
-            ],
-            body=body,
-        )
+        rec = await recorded(request)
         with self.lock:
             self.requests.append(rec)
         return rec
