@@ -9,9 +9,10 @@ from typing import Any
 from fastapi import Request
 
 from proxy import wire
+from proxy.errors import ERROR_SHAPE
 from proxy.exchange import Exchange
 from proxy.settings import Settings
-from proxy.sse import UsageTap
+from proxy.sse import AnthropicUsageTap, UsageTap
 from proxy.wire.anthropic import normalise_billing
 from proxy.wire.formats import ANTHROPIC_WIRE, CHAT_WIRE, WireFormat
 
@@ -62,7 +63,7 @@ class AnthropicApi(Api):
     fmt = ANTHROPIC_WIRE
 
     def mark(self, request: Request, ex: Exchange) -> None:
-        request.scope["shrink.error_shape"] = "anthropic"
+        request.scope[ERROR_SHAPE] = "anthropic"
 
     def prepare(self, raw: bytes, settings: Settings) -> bytes:
         return normalise_billing(raw) if settings.strips_billing_header else raw
@@ -70,7 +71,7 @@ class AnthropicApi(Api):
     def stream_setup(
         self, request: Request, settings: Settings, raw: bytes, body: dict[str, Any], changed: bool
     ) -> StreamSetup:
-        return UsageTap(strip=False), body, None, False
+        return AnthropicUsageTap(), body, None, False
 
     def with_stream_usage(self, body: dict[str, Any]) -> dict[str, Any]:
         return body

@@ -24,7 +24,6 @@ from typing import Any
 
 import anyio
 
-from proxy import wire
 from proxy.ahead import CountAhead
 from proxy.errors import InvalidRequest, Overloaded
 from proxy.memo import CompactMemo
@@ -232,12 +231,15 @@ class Shrinker:
         except Exception as exc:  # a bug, whatever the input: see _degraded
             return self._degraded(body, mode, window, exc, request_id, fmt)
 
-    def _budget(self, body: dict[str, Any], window: int | None, exact: bool) -> Budget:
+    def _budget(
+        self, body: dict[str, Any], window: int | None, exact: bool, fmt: WireFormat = CHAT_WIRE
+    ) -> Budget:
         s = self.settings
         model = body.get("model") if isinstance(body.get("model"), str) else None
+        window = window or s.window_for(model)
         return compute_budget(
-            window or s.window_for(model),
-            wire.requested_completion_tokens(body),
+            window,
+            fmt.completion_tokens(body, window),
             default_reserve=s.completion_reserve,
             floor=s.min_prompt_budget,
             margin_share=s.safety_margin if exact else s.estimate_safety_margin,
@@ -254,7 +256,7 @@ class Shrinker:
     ) -> Plan:
         model = body.get("model") if isinstance(body.get("model"), str) else None
         tokens = self.tokenizers.for_model(model)
-        budget = self._budget(body, window, tokens.exact)
+        budget = self._budget(body, window, tokens.exact, fmt)
         texts = (
             []
             if mode == "off" or not ahead
@@ -327,7 +329,7 @@ class Shrinker:
         no span for a summary, whose facts would be read again."""
         model = body.get("model") if isinstance(body.get("model"), str) else None
         tokens = self.tokenizers.for_model(model)
-        budget = self._budget(body, window, tokens.exact)
+        budget = self._budget(body, window, tokens.exact, fmt)
         plan = shrink(
             body["messages"],
             budget=dataclasses.replace(budget, window=UNLIMITED),

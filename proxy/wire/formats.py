@@ -12,7 +12,7 @@ from typing import Any
 from proxy.pipeline.anthropic import ANTHROPIC, TOKENS_PER_MESSAGE
 from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.tokens import ShapedCounter, TokenCounter
-from proxy.wire import parse_chat
+from proxy.wire import parse_chat, requested_completion_tokens
 from proxy.wire.anthropic import parse_messages, system_text
 
 
@@ -23,6 +23,17 @@ class WireFormat:
     parse: Callable[[bytes], dict[str, Any]]
     shaped: bool  # whether messages are counted by the dialect (else by the chat counter)
     system_field: bool  # instructions held outside the messages, in `system`
+    # The Messages API requires `max_tokens`, and clients set it as a ceiling, not a forecast
+    # (Claude Code sends 32,000): taken whole, it would leave a 32k window's prompt the floor.
+    # A backend that runs out of window mid-answer stops there, so the reserve is capped.
+    reserve_share: int = 0  # 0: the request's own cap whole; N: at most window / N
+
+    def completion_tokens(self, body: dict[str, Any], window: int) -> int | None:
+        """The completion reserve the request asks for, as this format takes it."""
+        n = requested_completion_tokens(body)
+        if n is None or not self.reserve_share:
+            return n
+        return min(n, max(window // self.reserve_share, 1))
 
     def counter(self, tokens: TokenCounter) -> Any:
         """The counter of this format's messages with `tokens`' encoding and cache."""
@@ -37,5 +48,7 @@ class WireFormat:
 
 
 CHAT_WIRE = WireFormat("chat", CHAT, parse_chat, shaped=False, system_field=False)
-ANTHROPIC_WIRE = WireFormat("anthropic", ANTHROPIC, parse_messages, shaped=True, system_field=True)
+ANTHROPIC_WIRE = WireFormat(
+    "anthropic", ANTHROPIC, parse_messages, shaped=True, system_field=True, reserve_share=4
+)
 FORMATS = {f.name: f for f in (CHAT_WIRE, ANTHROPIC_WIRE)}
