@@ -2,9 +2,9 @@
 
 `messages` is what the engine plans (proxy.pipeline.anthropic); `system` and `tools` are
 counted as fixed tokens and forwarded as sent. One exception, and only when the upstream is
-not Anthropic's own API: Claude Code opens `system` with a billing line whose `cch=<hex>`
-changes on every request, so no other backend's prefix cache ever matches past it; its
-value is removed (`normalise_billing`).
+not Anthropic's own API: Claude Code opens `system` with a billing line whose value (its
+`cch=<hex>`, and a suffix of `cc_version`) changes on every request, so no other backend's
+prefix cache ever matches past it; the value is removed (`normalise_billing`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from proxy.wire import MAX_DEPTH, _depth_ok, parse_json
 BILLING = b"x-anthropic-billing-header:"
 # Where to look for it: Claude Code puts it first in system[0]; a body is not scanned whole.
 BILLING_WINDOW = 64 * 1024
-# `cch=<hex>;` inside the billing line: bounded, anchored on the literal, linear.
-_CCH = re.compile(rb"\s?cch=[0-9A-Za-z]{1,64};?")
+# `cc_version=2.1.37.3a3; cc_entrypoint=cli; cch=2b0a1;`: fields of plain characters.
+_VALUE = re.compile(rb"[A-Za-z0-9 .,;:=_+/-]*")
 
 
 def parse_messages(raw: bytes) -> dict[str, Any]:
@@ -56,8 +56,9 @@ def parse_messages(raw: bytes) -> dict[str, Any]:
 
 
 def normalise_billing(raw: bytes) -> bytes:
-    """`raw` without the per-request `cch=` value of Claude Code's billing line (the client's
-    bytes otherwise untouched); `raw` itself when it has none."""
+    """`raw` with Claude Code's billing line reduced to its name, the same every request (the
+    client's bytes otherwise untouched); `raw` itself when it has none. Only the line's value
+    goes: the block keeps a text, which an API that refuses empty text blocks still takes."""
     at = raw.find(BILLING, 0, BILLING_WINDOW)
     if at < 0:
         return raw
@@ -66,9 +67,13 @@ def normalise_billing(raw: bytes) -> bytes:
     stops = [
         i for i in (raw.find(b"\\n", end, end + 512), raw.find(b'"', end, end + 512)) if i >= 0
     ]
-    stop = min(stops) if stops else min(len(raw), end + 512)
-    line = _CCH.sub(b"", raw[end:stop])
-    return raw[:end] + line + raw[stop:]
+    if not stops:
+        return raw
+    stop = min(stops)
+    # Only a value of plain fields is removed, so the JSON around it stays valid as it was.
+    if not _VALUE.fullmatch(raw, end, stop):
+        return raw
+    return raw[:end] + raw[stop:]
 
 
 def system_text(system: Any) -> str:
