@@ -15,6 +15,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 
+from proxy import wire
 from proxy.cuts import cut_point
 from proxy.errors import ContextTooLarge, InvalidRequest
 from proxy.exchange import INSPECT_LIMIT, ClientGone, Exchange
@@ -84,7 +85,7 @@ async def serve(request: Request, api: Api) -> Response:
             too_large_message(body, report, window.served), headers=dict(ex.extra_headers)
         )
     messages = plan.messages if plan.changed else body["messages"]
-    stream = body.get("stream") is True
+    stream = wire.is_stream(body)
     changed = plan.changed
     content = None
     tap = None

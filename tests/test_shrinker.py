@@ -47,10 +47,10 @@ class Recording(Shrinker):
         self.threads: list[bool] = []
         self.aheads: list[bool] = []
 
-    def plan_sync(self, body, mode, window=None, counter=None, ahead=True, request_id=None):  # type: ignore[no-untyped-def]
+    def plan_sync(self, body, mode, *args, **kwargs):  # type: ignore[no-untyped-def]
         self.threads.append(threading.current_thread() is threading.main_thread())
-        self.aheads.append(ahead)
-        return super().plan_sync(body, mode, window, counter, ahead, request_id)
+        self.aheads.append(kwargs.get("ahead", args[2] if len(args) > 2 else True))
+        return super().plan_sync(body, mode, *args, **kwargs)
 
 
 def test_large_new_text_goes_to_a_thread_then_inline_once_seen() -> None:
