@@ -300,8 +300,9 @@ class Settings(BaseSettings):
     )
     billing_header: Literal["auto", "keep", "strip"] = Field(
         "auto",
-        description="Claude Code's per-request `cch=` value in the `x-anthropic-billing-header` "
-        "line that opens `system`: it changes every turn, so no prefix cache matches past it. "
+        description="The value of Claude Code's `x-anthropic-billing-header` line that opens "
+        "`system` (`cc_version=...; cch=...;`): it changes every turn, so no prefix cache "
+        "matches past it. "
         "`strip` removes the value on /v1/messages, `keep` forwards it, `auto` strips it unless "
         "the upstream is Anthropic's own API (api.anthropic.com), which bills by it.",
     )
