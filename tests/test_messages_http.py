@@ -19,6 +19,7 @@ from proxy.app import create_app
 from proxy.settings import Settings
 from tests.fakes.anthropic import FakeAnthropic, count_tokens
 from tests.fakes.server import serve
+from tests.fakes.summarizer import FakeSummarizer
 
 MODEL = "claude-fake-1"
 HELLO = [{"role": "user", "content": "Hello there"}]
@@ -226,3 +227,26 @@ def test_the_preview_and_the_cli_plan_a_messages_body(start: Any) -> None:
     assert r.status_code == 200
     assert r.json()["messages"][0]["role"] == "user"
     assert "trim" in r.json()["report"]["actions"]
+
+
+def test_compact_mode_writes_the_summary_as_a_user_turn(start: Any, fake: FakeAnthropic) -> None:
+    """The summarizer (a chat endpoint: SHRINK_SUMMARY_URL) summarizes the dropped span of a
+    Messages conversation; the summary takes the trim marker's place, a user turn (the API has
+    no system turn), and the tool_use/tool_result pairs after it stay whole."""
+    summarizer = FakeSummarizer()
+    with serve(summarizer.app()) as summary_url:
+        url = start(context_window=8192, summary_url=summary_url + "/v1")
+        body = long_body()
+        with sdk(url) as client:
+            raw = client.messages.with_raw_response.create(
+                **body, extra_headers={"x-shrink-mode": "compact"}
+            )
+    assert raw.http_response.status_code == 200
+    assert "summary:1" in raw.http_response.headers["x-shrink-actions"]
+    sent = orjson.loads(fake.last.body)
+    note = sent["messages"][0]
+    assert note["role"] == "user" and "summary of" in note["content"]
+    assert pairing_ok(sent) and sent["messages"][-1] == body["messages"][-1]
+    assert len(summarizer.requests) == 1
+    transcript = summarizer.prompts[0]
+    assert "tool_result" not in transcript  # the span is read as text, not as JSON blocks
