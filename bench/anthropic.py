@@ -131,11 +131,7 @@ def quality_line(form: str, q: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     corpus.add_arguments(parser, WINDOWS)
-    args = parser.parse_args()
-    corpus.setup_environment()
-    overrides = corpus.overrides(args)
-    convs = corpus.load(args.dir)
-    tokenizers = corpus.tokenizers()
+    args, overrides, convs, tokenizers = corpus.start(parser)
     counter = tokenizers.for_model(corpus.MODEL)
     renderers = {"chat": Renderer(counter), "anthropic": AnthropicRenderer(counter)}
     print(f"corpus: {args.dir or corpus.DEFAULT_DIR} ({len(convs)} conversations)")

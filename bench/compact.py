@@ -290,11 +290,7 @@ def print_window(window: int, rows: dict[str, list[Row]], totals: dict[str, Row]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     corpus.add_arguments(parser, WINDOWS)
-    args = parser.parse_args()
-    corpus.setup_environment()
-    overrides = corpus.overrides(args)
-    convs = corpus.load(args.dir)
-    tokenizers = corpus.tokenizers()
+    args, overrides, convs, tokenizers = corpus.start(parser)
     renderer = Renderer(tokenizers.for_model(corpus.MODEL))
     memo = CompactMemo(1 << 16)
     print(

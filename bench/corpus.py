@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from proxy.settings import Settings
 from proxy.tokenizers import Tokenizers, resolve_cache_dir
@@ -159,6 +159,21 @@ def add_arguments(parser: argparse.ArgumentParser, windows: Sequence[int]) -> No
 
 def overrides(args: argparse.Namespace) -> dict[str, str]:
     return dict(item.split("=", 1) for item in args.set)
+
+
+class Run(NamedTuple):
+    args: argparse.Namespace
+    overrides: dict[str, str]
+    convs: list[Conversation]
+    tokenizers: Tokenizers
+
+
+def start(parser: argparse.ArgumentParser) -> Run:
+    """What every corpus benchmark begins with, once `parser` has its arguments: them parsed,
+    the environment checked, the corpus loaded, the tokenizers ready."""
+    args = parser.parse_args()
+    setup_environment()
+    return Run(args, overrides(args), load(args.dir), tokenizers())
 
 
 def write_json(path: str | None, raw: Any) -> None:

@@ -255,11 +255,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     corpus.add_arguments(parser, WINDOWS)
     parser.add_argument("--no-sweep", action="store_true", help="default settings only")
-    args = parser.parse_args()
-    corpus.setup_environment()
-    overrides = corpus.overrides(args)
-    convs = corpus.load(args.dir)
-    tokenizers = corpus.tokenizers()
+    args, overrides, convs, tokenizers = corpus.start(parser)
     memo = CompactMemo(1 << 16)
     print(
         f"corpus: {args.dir or corpus.DEFAULT_DIR} ({len(convs)} conversations), "
