@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import contextvars
 import itertools
 import logging
 import secrets
@@ -287,9 +288,22 @@ class Upstream:
             raise
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
+        reused: list[bool] = []  # set by aiohttp's trace when the pool hands out a kept one
+        token = _REUSED.set(reused)
         try:
             async with asyncio.timeout(self.timeouts.first_byte):
-                return await self.transport.handle_async_request(request)
+                try:
+                    return await self.transport.handle_async_request(request)
+                except (httpx.HTTPError, aiohttp.ClientError) as exc:
+                    if not (reused and _dropped(exc)):
+                        raise
+                    # A kept-alive connection the upstream closed as the request went out
+                    # (llama-server and uvicorn close idle ones after 5 s; the close can cross
+                    # our write): it was lost with nothing answered, and a generation has no
+                    # side effect to repeat, so it goes again, once. A new connection's failure
+                    # is the upstream's own and is never resent.
+                    log.info("upstream closed a kept-alive connection under a request; resent")
+                    return await self.transport.handle_async_request(request)
         except TimeoutError:
             raise UpstreamTimeout(
                 f"The upstream did not answer within {self.timeouts.first_byte:g}s."
@@ -303,6 +317,8 @@ class Upstream:
             # AttributeError on a reset socket) is still a failed upstream, not our 500.
             log.warning("upstream transport failed unexpectedly", exc_info=True)
             raise UpstreamUnavailable(f"The upstream connection failed: {_describe(exc)}") from None
+        finally:
+            _REUSED.reset(token)
 
     def _orphans(self) -> list[Any]:
         """Take out of the pool the connections that no request owns and nobody can reuse.
@@ -426,6 +442,35 @@ def _failure(exc: BaseException, what: str) -> UpstreamTimeout | UpstreamUnavail
     return UpstreamUnavailable(f"{what}: {_describe(exc)}")
 
 
+# The reuse flag of the request being sent: aiohttp's connect runs in the sender's task.
+_REUSED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "shrink_upstream_reused", default=None
+)
+
+
+async def _note_reuse(*_: Any) -> None:
+    flag = _REUSED.get()
+    if flag is not None:
+        flag.append(True)
+
+
+def _reuse_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(_note_reuse)
+    return trace
+
+
+def _dropped(exc: BaseException) -> bool:
+    """Whether the connection was lost before any answer: closed or reset by the upstream, or
+    closing as the request was written. Never a timeout or a refused connect."""
+    cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) else exc
+    if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientConnectionResetError):
+        return True
+    return isinstance(cause, aiohttp.ClientOSError) and not isinstance(
+        cause, aiohttp.ClientConnectorError | TimeoutError
+    )
+
+
 def _is_timeout(exc: BaseException) -> bool:
     """A timeout (504) rather than a failure (502), judged by the original error.
 
@@ -456,6 +501,7 @@ def transport_for(kind: str, max_connections: int) -> httpx.AsyncBaseTransport |
             skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
             auto_decompress=False,
             trust_env=False,
+            trace_configs=[_reuse_trace()],
         )
 
     return AiohttpTransport(client=session)

@@ -343,3 +343,23 @@ def test_event_framer_never_holds_more_than_the_cap():
     sent = sum(len(framer.feed(b"x" * 65536)) for _ in range(40))  # 2.5 MB, no blank line
     assert sent >= 40 * 65536 - MAX_PARTIAL_EVENT - 65536
     assert framer.in_event
+
+
+def test_a_kept_alive_connection_closed_under_a_request_is_resent_once(start_proxy):
+    """The upstream closes an idle kept-alive connection just as the next request goes out on
+    it (llama-server's and uvicorn's 5 s keep-alive timeout, met on a real server by
+    bench.billing_reuse): the request is sent again on a new connection, not failed with 502.
+    A new connection's failure is not resent."""
+    with faulty.closing_idle(0.3) as up:
+        url = start_proxy(upstream_url=up.url, discover_window=False)
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        with httpx.Client(timeout=5) as client:
+            for _ in range(3):  # each one after the first meets the closing connection
+                r = client.post(url + "/v1/chat/completions", json=body)
+                assert r.status_code == 200, r.text
+                assert r.json()["choices"][0]["message"]["content"] == "ok"
+        assert len(up.requests) == 3 and up.accepted >= 3
+    with faulty.malformed(b"") as up:  # a new connection closed without an answer
+        url = start_proxy(upstream_url=up.url, discover_window=False)
+        r, _, _ = post(url, stream=False)
+        assert r.status_code == 502 and up.accepted == 1

@@ -15,6 +15,8 @@ that the client saw an error.
   short_body()         JSON headers with Content-Length 1000, 100 bytes, then close
   slow(response, gap)  a whole, valid response written one byte at a time
   malformed(raw)       `raw` bytes instead of an HTTP response, then close
+  closing_idle(delay)  answers one request per connection as if keep-alive, then closes it
+                       `delay` seconds later (a keep-alive timeout the client's pool races)
   sse(...)             a well-behaved keep-alive SSE server (n events, a gap, a size): the load
                        for disconnect and backpressure tests, with `sent` counting bytes written
 """
@@ -269,6 +271,23 @@ def malformed(raw: bytes) -> contextlib.AbstractContextManager[Fault]:
         if req := await read_request(reader):
             f.requests.append(req)
         await f.write(writer, raw)
+
+    return _serve(handler)
+
+
+CHAT_OK = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 142\r\n\r\n"
+    b'{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":'
+    b'{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}'
+)
+
+
+def closing_idle(delay: float) -> contextlib.AbstractContextManager[Fault]:
+    async def handler(f: Fault, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        if req := await read_request(reader):
+            f.requests.append(req)
+            await f.write(writer, CHAT_OK)
+        await asyncio.sleep(delay)  # whatever arrives meanwhile is never read or answered
 
     return _serve(handler)
 
