@@ -51,6 +51,7 @@ class Turn:
     cached: int  # of which read from its prefix cache
     trimmed: int  # messages the proxy dropped
     seconds: float
+    error: str = ""  # the answer's start, when it failed
 
 
 @dataclass
@@ -125,6 +126,7 @@ def replay(url: str, variant: str, sent: list[tuple[dict[str, str], dict[str, An
                     int(usage.get("cache_read_input_tokens") or 0),
                     trimmed,
                     seconds,
+                    "" if r.status_code == 200 else r.text[:300],
                 )
             )
     return tally
@@ -132,7 +134,7 @@ def replay(url: str, variant: str, sent: list[tuple[dict[str, str], dict[str, An
 
 def _trimmed(actions: str) -> int:
     for part in actions.split(","):
-        name, _, n = part.strip().partition("=")
+        name, _, n = part.strip().partition(":")  # "tools:6,trim:16"
         if name == "trim" and n.isdigit():
             return int(n)
     return 0
@@ -170,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     for t in tallies:
         print(t.row())
+    for t in tallies:
+        for i, turn in enumerate(t.turns, start=1):
+            if turn.error:
+                print(f"{t.variant} turn {i}: {turn.status} {turn.error}")
     strip, keep = tallies
     print(
         f"reuse {strip.reuse:.1%} with the billing line stripped, {keep.reuse:.1%} kept; "

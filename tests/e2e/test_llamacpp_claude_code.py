@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
 import httpx
 import orjson
 import pytest
@@ -107,3 +108,76 @@ def test_stripping_the_billing_value_lets_the_server_reuse_the_prefix(
         assert not tally.failures, tally
     assert keep.reuse < 0.1, keep
     assert strip.reuse > 0.6, strip
+
+
+def test_the_anthropic_sdk_through_the_proxy(llama_proxy: ProxyFactory, tap: Tap) -> None:
+    """messages.create, messages.stream, a tool-use loop and count_tokens, from the official SDK
+    through the proxy to llama.cpp: the long conversation is answered only shrunk."""
+    url = llama_proxy()
+    body = to_anthropic({"model": MODEL, "messages": corpus(LONG)})
+    body.update(max_tokens=8)
+    with anthropic.Anthropic(
+        base_url=url, api_key="unused", max_retries=0, timeout=TIMEOUT
+    ) as client:
+        raw = client.messages.with_raw_response.create(**body, extra_body={"temperature": 0})
+        assert actions(raw.http_response).get("trim", 0) > 0
+        message = raw.parse()
+        assert message.usage.input_tokens + (message.usage.cache_read_input_tokens or 0) < N_CTX
+
+        with client.messages.stream(
+            model=MODEL, max_tokens=8, messages=body["messages"], system=body["system"]
+        ) as stream:
+            streamed = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        assert final.stop_reason in ("end_turn", "max_tokens") and final.usage.output_tokens > 0
+        assert streamed == "".join(b.text for b in final.content if b.type == "text")
+
+        # A tool-use loop: the model's turn, then our tool's result, then its next turn.
+        tools = [
+            {
+                "name": "run",
+                "description": "Run a shell command and return its output.",
+                "input_schema": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+            }
+        ]
+        history: list[dict[str, Any]] = [
+            {"role": "user", "content": "Run the tests with the run tool."},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "run", "input": {"cmd": "pytest"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": "collected 3 items\n\ntests/test_a.py ... [100%]\n3 passed",
+                    }
+                ],
+            },
+        ]
+        first = client.messages.create(model=MODEL, max_tokens=8, tools=tools, messages=history)
+        history += [
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+            {"role": "user", "content": "Thanks. Did they pass?"},
+        ]
+        if any(b.type == "tool_use" for b in first.content):  # answer every call it made
+            calls = [b for b in first.content if b.type == "tool_use"]
+            history[-1] = {
+                "role": "user",
+                "content": [
+                    *[{"type": "tool_result", "tool_use_id": c.id, "content": "ok"} for c in calls],
+                    {"type": "text", "text": "Thanks. Did they pass?"},
+                ],
+            }
+        second = client.messages.create(model=MODEL, max_tokens=8, tools=tools, messages=history)
+        assert second.content and second.usage.input_tokens > 0
+
+        counted = client.messages.count_tokens(
+            model=MODEL, system=body["system"], messages=body["messages"]
+        ).input_tokens
+    assert messages_sent(tap, "/v1/messages/count_tokens")[-1].status == 200
+    assert counted < N_CTX  # llama.cpp's count of the request as the proxy forwards it
