@@ -99,7 +99,7 @@ def test_stripping_the_billing_value_lets_the_server_reuse_the_prefix(
     non-Anthropic upstream): kept, each turn's prompt diverges from the last after a few dozen
     tokens; stripped, the server reads most of every turn from its cache. bench.billing_reuse
     measured the session's last 8 turns at a 4096 window: 87.4% reused vs 1.1%, 2.5 s a turn vs
-    16.9 s."""
+    15.2 s."""
     conv = next(c for c in dev.load() if c.id == REUSE_SESSION)
     sent = requests(conv, REUSE_TURNS)
     keep = replay(llama_proxy(billing_header="keep"), "keep", sent)
