@@ -179,7 +179,6 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
 
     import orjson
 
-    from proxy import wire
     from proxy.apis import ANTHROPIC_API, CHAT_API
     from proxy.app import build_tokenizers
     from proxy.errors import ProxyError
@@ -205,7 +204,7 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
     plan = Shrinker(settings, build_tokenizers(settings)).plan_sync(
         body, parse_mode(None, settings), fmt=api.fmt
     )
-    out = wire.dump_with_messages(body, plan.messages) if plan.changed else raw
+    out = api.fmt.dump_with(body, plan.messages) if plan.changed else raw
     sys.stdout.buffer.write(out.rstrip(b"\n") + b"\n")
     r = plan.report
     if args.json_report:

@@ -65,7 +65,7 @@ async def serve(request: Request, api: Api) -> Response:
     ex.report = report
     # Mode off plans for no window: the budget it would report is only the configured default.
     planned = mode != "off"
-    ex.cut = cut_point(body.get("messages"), report) if planned else None
+    ex.cut = cut_point(body.get(api.fmt.field), report) if planned else None
     ex.fields.update(
         route=api.route,
         request_id=ex.request_id,
@@ -84,7 +84,7 @@ async def serve(request: Request, api: Api) -> Response:
         raise ContextTooLarge(
             too_large_message(body, report, window.served), headers=dict(ex.extra_headers)
         )
-    messages = plan.messages if plan.changed else body["messages"]
+    messages = plan.messages if plan.changed else api.fmt.conversation(body)
     stream = wire.is_stream(body)
     changed = plan.changed
     content = None
@@ -94,7 +94,7 @@ async def serve(request: Request, api: Api) -> Response:
         tap, body, content, injected = api.stream_setup(request, state.settings, raw, body, changed)
         changed = changed or injected
     if content is None:
-        content = forwarded(body, messages) if changed else raw
+        content = forwarded(body, messages, api.fmt.field) if changed else raw
     # While the upstream answers, a retry's input is kept as the client's bytes (one block, handed
     # back to the OS when freed), not as the parsed body: thousands of objects per request that
     # 64 waiting requests interleave and fragment the heap with (bench/overhead, peak RSS).
@@ -127,9 +127,9 @@ async def serve(request: Request, api: Api) -> Response:
                 budget=retry.report.budget,
                 actions=retry.report.actions_header,
             )
-            ex.cut = cut_point(body.get("messages"), retry.report)
+            ex.cut = cut_point(body.get(api.fmt.field), retry.report)
             report = ex.report = retry.report
-            resp = await ex.open(forwarded(body, retry.messages), body_changed=True)
+            resp = await ex.open(forwarded(body, retry.messages, api.fmt.field), body_changed=True)
     except ClientGone:
         ex.log(status=499, client_disconnected=True)
         return Response(status_code=499)
@@ -243,10 +243,10 @@ def own_summary_input(settings: Settings, report: Report) -> int:
     return max(256, int((report.window - settings.summary_max_tokens) * 0.6))
 
 
-def forwarded(body: dict[str, Any], messages: list[Any]) -> bytes:
-    """The body with new messages (every other field kept, in order), at any depth the wire
-    reads (see `dump_deep`)."""
-    return dump_deep({**body, "messages": messages})
+def forwarded(body: dict[str, Any], messages: list[Any], field: str = "messages") -> bytes:
+    """The body with new messages at `field` (its format's, `WireFormat.field`; every other
+    field kept, in order), at any depth the wire reads (see `dump_deep`)."""
+    return dump_deep({**body, field: messages})
 
 
 def dump_deep(value: Any) -> bytes:

@@ -111,7 +111,7 @@ async def shrink_preview(request: Request) -> Response:
     state.heap.note(len(raw))
     *_, plan = await plan_request(request, state, raw, request_id_of(request), api, full=True)
     return Response(
-        dump_deep({"messages": plan.messages, "report": report_dict(plan.report)}),
+        dump_deep({api.fmt.field: plan.messages, "report": report_dict(plan.report)}),
         media_type="application/json",
         headers=dict(shrink_headers(plan.report)),
     )

@@ -257,14 +257,12 @@ class Shrinker:
         model = body.get("model") if isinstance(body.get("model"), str) else None
         tokens = self.tokenizers.for_model(model)
         budget = self._budget(body, window, tokens.exact, fmt)
-        texts = (
-            []
-            if mode == "off" or not ahead
-            else tool_texts(body["messages"], self.policy.tool_limit(budget.window), fmt.dialect)
-        )
+        limit = self.policy.tool_limit(budget.window)
+        messages = fmt.conversation(body)
+        texts = [] if mode == "off" or not ahead else tool_texts(messages, limit, fmt.dialect)
         with self.ahead.planning(tokens, texts):
             return shrink(
-                body["messages"],
+                messages,
                 budget=budget,
                 counter=counter or CallCounter(fmt.counter(tokens)),
                 policy=self.policy,
@@ -300,7 +298,7 @@ class Shrinker:
         if plan is not None and plan.report.fits:
             outcome, said = "trim", "planned again without stage 1, facts or summary"
         else:
-            plan = Plan(body["messages"], Report(), changed=False)
+            plan = Plan(fmt.conversation(body), Report(), changed=False)
             outcome, said = "unchanged", "sent unchanged"
         where = _raised_at(exc)
         plan.report.count("fallback")
@@ -331,7 +329,7 @@ class Shrinker:
         tokens = self.tokenizers.for_model(model)
         budget = self._budget(body, window, tokens.exact, fmt)
         plan = shrink(
-            body["messages"],
+            fmt.conversation(body),
             budget=dataclasses.replace(budget, window=UNLIMITED),
             counter=CallCounter(fmt.counter(tokens)),
             policy=self.safe_policy,
@@ -416,12 +414,12 @@ class Shrinker:
             return None, None
         if raw_size < THREAD_THRESHOLD:
             return self.plan_sync(body, mode, window, ahead=False, request_id=rid, fmt=fmt), None
-        if len(body["messages"]) > INLINE_MAX_MESSAGES:
+        if len(fmt.conversation(body)) > INLINE_MAX_MESSAGES:
             return None, None
-        counter, new_chars = self._look_up(body["messages"], model, fmt)
+        counter, new_chars = self._look_up(fmt.conversation(body), model, fmt)
         if new_chars < THREAD_THRESHOLD and mode != "off":
             limit = self.policy.tool_limit(window or self.settings.window_for(model))
-            new_chars += self._uncompacted(body["messages"], limit, counter, fmt)
+            new_chars += self._uncompacted(fmt.conversation(body), limit, counter, fmt)
         if new_chars < THREAD_THRESHOLD:
             return self.plan_sync(body, mode, window, counter, False, rid, fmt), None
         return None, counter
@@ -450,7 +448,8 @@ class Shrinker:
             if n is not None:
                 counter.remember(m, n, key)
                 continue
-            content = m.get("content")
+            # A Responses call's result keeps its text in `output`.
+            content = m.get("content") if "content" in m else m.get("output")
             new_chars += len(content) if isinstance(content, str) else len(str(content))
             if new_chars >= THREAD_THRESHOLD:
                 break
