@@ -37,6 +37,7 @@ from proxy.windows import (
     overflow_inspectable,
     shrink_to_stated_limit,
 )
+from proxy.wire.responses import SERVER_HISTORY
 
 if TYPE_CHECKING:
     from proxy.apis import Api
@@ -79,7 +80,8 @@ async def serve(request: Request, api: Api) -> Response:
     if planned:
         ex.fields["budget"] = report.budget
     ex.extra_headers = shrink_headers(report, budget=planned)
-    if not report.fits and mode in ("auto", "trim", "compact"):
+    # Server-held history (Responses' previous_response_id) is the backend's to fit.
+    if not report.fits and mode in ("auto", "trim", "compact") and not held_upstream(report):
         ex.log(status=400, error="context_length_exceeded")
         raise ContextTooLarge(
             too_large_message(body, report, window.served), headers=dict(ex.extra_headers)
@@ -234,6 +236,10 @@ async def with_summary(
     )
     report.tokens_after += grown
     return dataclasses.replace(plan, messages=messages)
+
+
+def held_upstream(report: Report) -> bool:
+    return SERVER_HISTORY in report.actions
 
 
 def own_summary_input(settings: Settings, report: Report) -> int:

@@ -45,6 +45,7 @@ from proxy.planner import PlanPool, guess_model
 from proxy.settings import Settings
 from proxy.tokenizers import Tokenizers
 from proxy.wire.formats import CHAT_WIRE, WireFormat
+from proxy.wire.responses import SERVER_HISTORY
 
 log = logging.getLogger(__name__)
 
@@ -226,10 +227,15 @@ class Shrinker:
         tool results not yet counted may be counted on a spare core (`proxy.ahead`); a plan
         run inline has too little new text for that to pay. `request_id`: for the log, should
         the pipeline fail."""
+        mode, held = fmt.plan_mode(body, mode)
         try:
-            return self._plan(body, mode, window, counter, ahead, fmt)
+            plan = self._plan(body, mode, window, counter, ahead, fmt)
         except Exception as exc:  # a bug, whatever the input: see _degraded
-            return self._degraded(body, mode, window, exc, request_id, fmt)
+            plan = self._degraded(body, mode, window, exc, request_id, fmt)
+        if held:
+            plan.report.count(SERVER_HISTORY)
+            plan.report.notes.append("history held upstream: only tool outputs compacted")
+        return plan
 
     def _budget(
         self, body: dict[str, Any], window: int | None, exact: bool, fmt: WireFormat = CHAT_WIRE

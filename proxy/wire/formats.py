@@ -13,9 +13,12 @@ import orjson
 
 from proxy.pipeline.anthropic import ANTHROPIC, TOKENS_PER_MESSAGE
 from proxy.pipeline.dialect import CHAT, Dialect
+from proxy.pipeline.responses import RESPONSES
+from proxy.pipeline.types import Mode
 from proxy.tokens import ShapedCount, ShapedCounter, TokenCounter
 from proxy.wire import parse_chat, requested_completion_tokens
 from proxy.wire.anthropic import parse_messages, system_text
+from proxy.wire.responses import parse_responses, server_history
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,15 @@ class WireFormat:
     reserve_share: int = 0  # 0: the request's own cap whole; N: at most window / N
     field: str = "messages"  # where the body keeps the list the engine plans
     reserve_keys: tuple[str, ...] = ("max_completion_tokens", "max_tokens")
+    # Whether a request continues history held by the server, which the proxy does not see.
+    held: Callable[[dict[str, Any]], bool] | None = None
+
+    def plan_mode(self, body: dict[str, Any], mode: Mode) -> tuple[Mode, bool]:
+        """(the mode to plan `body` in, whether its history is held upstream): a request whose
+        history the server holds can only have its own tool outputs compacted."""
+        if self.held is None or mode == "off" or not self.held(body):
+            return mode, False
+        return "tools", True
 
     def conversation(self, body: dict[str, Any]) -> Any:
         """The list the engine plans (the parser checked it is one)."""
@@ -63,4 +75,14 @@ CHAT_WIRE = WireFormat("chat", CHAT, parse_chat, shaped=False, system_field=None
 ANTHROPIC_WIRE = WireFormat(
     "anthropic", ANTHROPIC, parse_messages, shaped=True, system_field="system", reserve_share=4
 )
-FORMATS = {f.name: f for f in (CHAT_WIRE, ANTHROPIC_WIRE)}
+RESPONSES_WIRE = WireFormat(
+    "responses",
+    RESPONSES,
+    parse_responses,
+    shaped=True,
+    system_field="instructions",
+    field="input",
+    reserve_keys=("max_output_tokens",),
+    held=server_history,
+)
+FORMATS = {f.name: f for f in (CHAT_WIRE, ANTHROPIC_WIRE, RESPONSES_WIRE)}
