@@ -195,7 +195,7 @@ def responses_sse_error_frame(exc: ProxyError) -> bytes:
     """The same for a Responses stream: an `error` event with the error's fields at the top,
     as OpenAI sends one (Codex reads `type`), and under `error` (the SDK raises on that)."""
     err = exc.body()["error"]
-    return b"event: error\ndata: " + orjson.dumps({"type": "error", **err, "error": err}) + b"\n\n"
+    return b"event: error\ndata: " + orjson.dumps({**err, "type": "error", "error": err}) + b"\n\n"
 
 
 def error_frame_for(shape: Shape) -> Callable[[ProxyError], bytes]:

@@ -106,7 +106,8 @@ def responses_stream_end(block: bytes) -> bool:
         return False  # the common case (a delta), decided without framing the block
     last = split_events(block.rstrip() + b"\n\n")[-1]
     obj = event_json(last)
-    return isinstance(obj, dict) and obj.get("type", "").encode() in _RESPONSE_ENDS
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    return isinstance(kind, str) and kind.encode() in _RESPONSE_ENDS
 
 
 def stream_end_for(shape: str) -> Callable[[bytes], bool]:
