@@ -224,3 +224,14 @@ def test_the_preview_and_the_cli_plan_a_responses_body(start: Any, tmp_path: Any
     path = tmp_path / "body.json"
     path.write_bytes(orjson.dumps(body))
     assert main(["shrink", str(path), "--api", "responses", "--context-window", "8192"]) == 0
+
+
+def test_a_string_input_cut_goes_upstream_as_one_user_message(
+    start: Any, fake: FakeResponses
+) -> None:
+    url = start(context_window=4096)
+    text = "\n".join(f"log line {i}: collecting tests/test_{i}.py" for i in range(3000))
+    r = httpx.post(url + "/v1/responses", json={"model": MODEL, "input": text})
+    assert r.status_code == 200 and r.headers["x-shrink-warning"] == "latest-user-cut"
+    (item,) = orjson.loads(fake.last.body)["input"]
+    assert item["role"] == "user" and "omitted by shrink-proxy" in item["content"]

@@ -27,11 +27,18 @@ from typing import Any, cast
 
 import orjson
 
-from proxy.pipeline.anthropic import DOCUMENT_TOKENS, IMAGE_TOKENS, REDACTED_TOKENS
+from proxy.pipeline.anthropic import DOCUMENT_TOKENS, IMAGE_TOKENS
 from proxy.pipeline.dialect import PINNED_ROLES, EditText, Slot, parsed
 from proxy.pipeline.types import Message
 
 TOKENS_PER_ITEM = 3
+# A reasoning (or compaction) item's `encrypted_content` is read only by the model that wrote
+# it: OpenAI drops earlier turns' reasoning from the context, and a local backend cannot decrypt
+# it at all, so its length says little of what it costs. Codex sends one per model response: at
+# Anthropic's 256 for a redacted block, a long session would pay thousands of tokens it does not
+# use. The visible texts (summary, content) are counted as text; a backend that counts more says
+# so in its usage (calibration) or its overflow error (the retry).
+ENCRYPTED_TOKENS = 32
 TOKENS_PER_PART = 3
 TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 MEDIA = {"input_image": IMAGE_TOKENS, "input_file": DOCUMENT_TOKENS}
@@ -263,7 +270,7 @@ class ResponsesDialect:
             if key in ("content", "output", "summary"):
                 n += _count_parts(value, length, count_text)
             elif key == "encrypted_content":
-                n += REDACTED_TOKENS
+                n += ENCRYPTED_TOKENS
             else:
                 n += length(value if isinstance(value, str) else _dump(value))
         return n

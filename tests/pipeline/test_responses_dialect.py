@@ -224,7 +224,7 @@ def test_reasoning_is_never_a_text_to_cut() -> None:
     assert RESPONSES.texts(item) == [] and RESPONSES.result_texts(item) == []
     compaction = {"type": "compaction", "encrypted_content": "e" * 10_000}
     assert RESPONSES.texts(compaction) == []
-    assert counter().count_message(compaction) < 300
+    assert counter().count_message(compaction) < 64  # not its 10,000 characters
 
 
 def test_an_unknown_item_is_counted_and_kept() -> None:
@@ -247,3 +247,13 @@ def test_a_sticky_cut_survives_turns() -> None:
         cuts.append(plan.marker_index is not None and len(turn) - len(plan.messages))
     moves = sum(1 for a, b in zip(cuts, cuts[1:], strict=False) if a != b)
     assert moves <= len(cuts) // 2
+
+
+def test_compact_modes_summary_replaces_the_marker_with_a_message_item() -> None:
+    from proxy.pipeline.summary import apply_summary
+
+    plan = plan_of(conversation(8, turns=20), 4096)
+    i = plan.marker_index
+    out = apply_summary(plan.messages, i, "the tests were fixed", "user", RESPONSES)
+    assert out[i] == {"type": "message", "role": "user", "content": "the tests were fixed"}
+    assert out[:i] == plan.messages[:i] and out[i + 1 :] == plan.messages[i + 1 :]
