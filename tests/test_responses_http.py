@@ -20,6 +20,7 @@ from proxy.app import create_app
 from proxy.settings import Settings
 from tests.fakes.responses import ENCRYPTED, FakeResponses, count_tokens
 from tests.fakes.server import serve
+from tests.fakes.summarizer import FakeSummarizer
 
 MODEL = "gpt-fake-codex"
 LONG = "dev-04-attrs-maxlen-regression-long"
@@ -235,3 +236,37 @@ def test_a_string_input_cut_goes_upstream_as_one_user_message(
     assert r.status_code == 200 and r.headers["x-shrink-warning"] == "latest-user-cut"
     (item,) = orjson.loads(fake.last.body)["input"]
     assert item["role"] == "user" and "omitted by shrink-proxy" in item["content"]
+
+
+@pytest.fixture(scope="module")
+def summarizer() -> Iterator[FakeSummarizer]:
+    fake = FakeSummarizer()
+    with serve(fake.app()) as url:
+        fake.url = url  # type: ignore[attr-defined]
+        yield fake
+
+
+def test_compact_modes_summary_goes_upstream_as_a_message_item(
+    start: Any, fake: FakeResponses, summarizer: FakeSummarizer
+) -> None:
+    url = start(context_window=8192, summary_url=summarizer.url + "/v1")  # type: ignore[attr-defined]
+    body = long_body()
+    r = httpx.post(url + "/v1/responses", json=body, headers={"x-shrink-mode": "compact"})
+    assert r.status_code == 200 and "summary:1" in r.headers["x-shrink-actions"]
+    sent = orjson.loads(fake.last.body)["input"]
+    assert sent[0]["type"] == "message" and "summary of" in sent[0]["content"]
+    assert sent[-1] == body["input"][-1] and pairing_ok({"input": sent})
+
+
+def test_a_big_body_is_planned_in_a_process(start: Any, fake: FakeResponses) -> None:
+    url = start(context_window=8192, process_min_bytes=100_000)
+    body = {**long_body(), "store": False, "prompt_cache_key": "k"}
+    raw = orjson.dumps(body)
+    assert len(raw) > 100_000
+    r = httpx.post(url + "/v1/responses", content=raw, timeout=120)
+    assert r.status_code == 200 and "trim" in r.headers["x-shrink-actions"]
+    sent = orjson.loads(fake.last.body)
+    assert list(sent) == list(body)  # every field, in its order
+    assert sent["input"][-1] == body["input"][-1] and pairing_ok(sent)
+    metrics = httpx.get(url + "/metrics").text
+    assert 'shrink_plans_total{where="process"} 1.0' in metrics
