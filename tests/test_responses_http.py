@@ -97,6 +97,7 @@ def test_a_stream_is_relayed_byte_for_byte_and_its_usage_read(
     assert b"response.function_call_arguments.delta" in r.content
     stats = httpx.get(url + "/stats").json()
     assert stats["by_api"][0]["api"] == "responses"
+    assert 'route="responses"' in httpx.get(url + "/metrics").text
 
 
 def test_the_sdk_stream_helper(start: Any, fake: FakeResponses) -> None:

@@ -94,3 +94,20 @@ def test_the_sdk_create_and_input_tokens_through_the_proxy(llama_proxy: ProxyFac
         timeout=TIMEOUT,
     ).json()
     assert counted == {"input_tokens": answer.usage.input_tokens, "object": "response.input_tokens"}
+
+
+def test_overflow_is_parsed_and_retried_without_discovery(
+    llama_proxy: ProxyFactory, tap: Tap
+) -> None:
+    body = to_responses({"model": MODEL, "messages": corpus(LONG), "max_tokens": 8})
+    url = llama_proxy(discover_window=False)
+    with sdk(url) as client:
+        raw = client.responses.with_raw_response.create(
+            **body, extra_headers={"x-shrink-mode": "trim"}
+        )
+    assert raw.http_response.headers["x-shrink-retried"] == "overflow"
+    assert raw.parse().output_text.strip()
+    first, retry = responses(tap)
+    assert first.status == 400 and b"exceed_context_size_error" in first.response
+    assert len(first.json()["input"]) == len(body["input"])  # 32768 assumed: nothing dropped
+    assert retry.status == 200 and pairing_ok(retry.json())
