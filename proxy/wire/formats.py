@@ -23,7 +23,7 @@ from proxy.wire.responses import parse_responses, server_history
 
 @dataclass(frozen=True)
 class WireFormat:
-    name: str  # "chat", "anthropic": in logs, metrics and the planner process's arguments
+    name: str  # "chat", "anthropic", "responses": logs, metrics, the planner process's arguments
     dialect: Dialect
     parse: Callable[[bytes], dict[str, Any]]
     shaped: bool  # whether messages are counted by the dialect (else by the chat counter)
