@@ -43,6 +43,8 @@ def test_server_held_history_plans_in_tools_mode() -> None:
     assert server_history({"previous_response_id": "resp_1"})
     assert server_history({"conversation": {"id": "conv_1"}})
     assert not server_history({"previous_response_id": None, "conversation": ""})
+    assert server_history({"input": [{"type": "item_reference", "id": "msg_1"}]})
+    assert not server_history({"input": [{"role": "user", "content": "item_reference"}]})
     assert RESPONSES_WIRE.plan_mode({"conversation": "conv_1"}, "trim") == ("tools", True)
     assert RESPONSES_WIRE.plan_mode({"conversation": "conv_1"}, "off") == ("off", False)
     assert RESPONSES_WIRE.plan_mode({}, "compact") == ("compact", False)

@@ -5,10 +5,10 @@ counted as fixed tokens and forwarded as sent, and so is every other field (`sto
 `include`, `reasoning`, `prompt_cache_key`, ...). A string `input` is one user message: the
 parsed body holds it as a one-item list, which goes upstream only if the plan changed it.
 
-A request that continues server-held history (`previous_response_id`, or a `conversation`) is
-one the proxy sees only the new items of: it cannot cut what it does not see, so such a
-request is planned in `tools` mode (its tool outputs compacted) and said so
-(`SERVER_HISTORY` in `x-shrink-actions`).
+A request that continues server-held history (`previous_response_id`, a `conversation`, or
+`item_reference` items) is one the proxy sees only part of: it cannot cut what it does not
+see, nor know whether it fits, so such a request is planned in `tools` mode (its tool outputs
+compacted) and said so (`SERVER_HISTORY` in `x-shrink-actions`).
 """
 
 from __future__ import annotations
@@ -57,5 +57,11 @@ def parse_responses(raw: bytes) -> dict[str, Any]:
 
 
 def server_history(body: dict[str, Any]) -> bool:
-    """Whether the request continues history the server holds (not in `input`)."""
-    return any(body.get(key) not in (None, "") for key in _HELD)
+    """Whether the request continues history the server holds (not in `input`): a previous
+    response or a conversation, or an `item_reference` item (a stored item, by its id)."""
+    if any(body.get(key) not in (None, "") for key in _HELD):
+        return True
+    items = body.get("input")
+    return isinstance(items, list) and any(
+        isinstance(i, dict) and i.get("type") == "item_reference" for i in items
+    )
