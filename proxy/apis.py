@@ -9,12 +9,12 @@ from typing import Any
 from fastapi import Request
 
 from proxy import wire
-from proxy.errors import ERROR_SHAPE
+from proxy.errors import ERROR_SHAPE, responses_sse_error_frame
 from proxy.exchange import Exchange
 from proxy.settings import Settings
-from proxy.sse import AnthropicUsageTap, UsageTap
+from proxy.sse import AnthropicUsageTap, ResponsesUsageTap, UsageTap, responses_stream_end
 from proxy.wire.anthropic import normalise_billing
-from proxy.wire.formats import ANTHROPIC_WIRE, CHAT_WIRE, WireFormat
+from proxy.wire.formats import ANTHROPIC_WIRE, CHAT_WIRE, RESPONSES_WIRE, WireFormat
 
 StreamSetup = tuple[UsageTap, dict[str, Any], bytes | None, bool]
 
@@ -77,5 +77,28 @@ class AnthropicApi(Api):
         return body
 
 
+class ResponsesApi(Api):
+    """OpenAI Responses: errors in OpenAI's shape; usage comes in `response.completed`
+    unasked; a stream's in-band error is an `error` event, its last event a `response.*` end."""
+
+    route = "responses"
+    fmt = RESPONSES_WIRE
+
+    def mark(self, request: Request, ex: Exchange) -> None:
+        request.scope[ERROR_SHAPE] = "openai"
+        ex.error_frame = responses_sse_error_frame
+        ex.stream_end = responses_stream_end
+
+    def stream_setup(
+        self, request: Request, settings: Settings, raw: bytes, body: dict[str, Any], changed: bool
+    ) -> StreamSetup:
+        return ResponsesUsageTap(), body, None, False
+
+    def with_stream_usage(self, body: dict[str, Any]) -> dict[str, Any]:
+        return body
+
+
 CHAT_API = Api()
 ANTHROPIC_API = AnthropicApi()
+RESPONSES_API = ResponsesApi()
+APIS: dict[str, Api] = {"chat": CHAT_API, "anthropic": ANTHROPIC_API, "responses": RESPONSES_API}

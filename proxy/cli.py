@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -52,9 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     shrink.add_argument("--json-report", action="store_true", help="report as JSON on stderr")
     shrink.add_argument(
         "--api",
-        choices=("chat", "anthropic"),
+        choices=("chat", "anthropic", "responses"),
         default="chat",
-        help="the request's wire format: chat (/v1/chat/completions) or anthropic (/v1/messages)",
+        help="the request's wire format: chat (/v1/chat/completions), anthropic (/v1/messages) "
+        "or responses (/v1/responses)",
     )
 
     mcp = sub.add_parser(
@@ -179,19 +181,18 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
 
     import orjson
 
-    from proxy import wire
-    from proxy.apis import ANTHROPIC_API, CHAT_API
+    from proxy.apis import APIS
     from proxy.app import build_tokenizers
     from proxy.errors import ProxyError
     from proxy.shrinker import Shrinker, parse_mode
 
     logging.basicConfig(level=logging.WARNING, format="shrink-proxy: %(message)s")
     try:
-        raw = sys.stdin.buffer.read() if args.file == "-" else open(args.file, "rb").read()
+        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     except OSError as exc:
         print(f"shrink-proxy: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
-    api = ANTHROPIC_API if args.api == "anthropic" else CHAT_API
+    api = APIS[args.api]
     raw = api.prepare(raw, settings)
     try:
         body = api.fmt.parse(raw)
@@ -205,7 +206,7 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
     plan = Shrinker(settings, build_tokenizers(settings)).plan_sync(
         body, parse_mode(None, settings), fmt=api.fmt
     )
-    out = wire.dump_with_messages(body, plan.messages) if plan.changed else raw
+    out = api.fmt.dump_with(body, plan.messages) if plan.changed else raw
     sys.stdout.buffer.write(out.rstrip(b"\n") + b"\n")
     r = plan.report
     if args.json_report:

@@ -191,6 +191,13 @@ def anthropic_sse_error_frame(exc: ProxyError) -> bytes:
     return b"event: error\ndata: " + orjson.dumps(exc.anthropic_body()) + b"\n\n"
 
 
+def responses_sse_error_frame(exc: ProxyError) -> bytes:
+    """The same for a Responses stream: an `error` event with the error's fields at the top,
+    as OpenAI sends one (Codex reads `type`), and under `error` (the SDK raises on that)."""
+    err = exc.body()["error"]
+    return b"event: error\ndata: " + orjson.dumps({**err, "type": "error", "error": err}) + b"\n\n"
+
+
 def error_frame_for(shape: Shape) -> Callable[[ProxyError], bytes]:
     return anthropic_sse_error_frame if shape == "anthropic" else sse_error_frame
 

@@ -37,6 +37,7 @@ from proxy.windows import (
     overflow_inspectable,
     shrink_to_stated_limit,
 )
+from proxy.wire.responses import SERVER_HISTORY
 
 if TYPE_CHECKING:
     from proxy.apis import Api
@@ -65,7 +66,7 @@ async def serve(request: Request, api: Api) -> Response:
     ex.report = report
     # Mode off plans for no window: the budget it would report is only the configured default.
     planned = mode != "off"
-    ex.cut = cut_point(body.get("messages"), report) if planned else None
+    ex.cut = cut_point(body.get(api.fmt.field), report) if planned else None
     ex.fields.update(
         route=api.route,
         request_id=ex.request_id,
@@ -79,12 +80,13 @@ async def serve(request: Request, api: Api) -> Response:
     if planned:
         ex.fields["budget"] = report.budget
     ex.extra_headers = shrink_headers(report, budget=planned)
-    if not report.fits and mode in ("auto", "trim", "compact"):
+    # Server-held history (Responses' previous_response_id) is the backend's to fit.
+    if not report.fits and mode in ("auto", "trim", "compact") and not held_upstream(report):
         ex.log(status=400, error="context_length_exceeded")
         raise ContextTooLarge(
             too_large_message(body, report, window.served), headers=dict(ex.extra_headers)
         )
-    messages = plan.messages if plan.changed else body["messages"]
+    messages = plan.messages if plan.changed else api.fmt.conversation(body)
     stream = wire.is_stream(body)
     changed = plan.changed
     content = None
@@ -94,7 +96,7 @@ async def serve(request: Request, api: Api) -> Response:
         tap, body, content, injected = api.stream_setup(request, state.settings, raw, body, changed)
         changed = changed or injected
     if content is None:
-        content = forwarded(body, messages) if changed else raw
+        content = forwarded(body, messages, api.fmt.field) if changed else raw
     # While the upstream answers, a retry's input is kept as the client's bytes (one block, handed
     # back to the OS when freed), not as the parsed body: thousands of objects per request that
     # 64 waiting requests interleave and fragment the heap with (bench/overhead, peak RSS).
@@ -127,9 +129,9 @@ async def serve(request: Request, api: Api) -> Response:
                 budget=retry.report.budget,
                 actions=retry.report.actions_header,
             )
-            ex.cut = cut_point(body.get("messages"), retry.report)
+            ex.cut = cut_point(body.get(api.fmt.field), retry.report)
             report = ex.report = retry.report
-            resp = await ex.open(forwarded(body, retry.messages), body_changed=True)
+            resp = await ex.open(forwarded(body, retry.messages, api.fmt.field), body_changed=True)
     except ClientGone:
         ex.log(status=499, client_disconnected=True)
         return Response(status_code=499)
@@ -236,6 +238,10 @@ async def with_summary(
     return dataclasses.replace(plan, messages=messages)
 
 
+def held_upstream(report: Report) -> bool:
+    return SERVER_HISTORY in report.actions
+
+
 def own_summary_input(settings: Settings, report: Report) -> int:
     """Transcript cap (chars/4 tokens) when the upstream model summarizes: its own window, less
     the summary, with room for its tokenizer counting up to ~1.5x ours (SmolLM2 on llama.cpp:
@@ -243,10 +249,10 @@ def own_summary_input(settings: Settings, report: Report) -> int:
     return max(256, int((report.window - settings.summary_max_tokens) * 0.6))
 
 
-def forwarded(body: dict[str, Any], messages: list[Any]) -> bytes:
-    """The body with new messages (every other field kept, in order), at any depth the wire
-    reads (see `dump_deep`)."""
-    return dump_deep({**body, "messages": messages})
+def forwarded(body: dict[str, Any], messages: list[Any], field: str = "messages") -> bytes:
+    """The body with new messages at `field` (its format's, `WireFormat.field`; every other
+    field kept, in order), at any depth the wire reads (see `dump_deep`)."""
+    return dump_deep({**body, field: messages})
 
 
 def dump_deep(value: Any) -> bytes:

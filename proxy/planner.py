@@ -93,11 +93,11 @@ def _plan(
     # them (a shrunk list), and the client's own only when a stream's options may have to be
     # rewritten into them (see routes: splice_stream_usage).
     keep = full or plan.changed or (body.get("stream") is True and "stream_options" in body)
-    light["messages"] = plan.messages if keep else []
+    light[fmt.field] = plan.messages if keep else []
     if not keep_span:
         plan.span = []
     if not plan.changed:
-        plan.messages = light["messages"]
+        plan.messages = light[fmt.field]
     return light, plan
 
 

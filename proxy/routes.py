@@ -10,7 +10,7 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from proxy.apis import ANTHROPIC_API, CHAT_API, Api
+from proxy.apis import ANTHROPIC_API, CHAT_API, RESPONSES_API, Api
 from proxy.exchange import ClientGone, Exchange
 from proxy.flow import dump_deep, forwarded, plan_request, report_dict, serve, shrink_headers
 from proxy.inbound import (
@@ -68,19 +68,34 @@ async def count_tokens(request: Request) -> Response:
     """The prompt's size as the proxy would forward it (shrunk), so Claude Code's auto-compact
     and `/context` see what the model will see: the upstream's own count of the shrunk request
     where it counts (Anthropic, llama.cpp, vLLM), else ours scaled by the learnt calibration."""
+    return await counted(request, ANTHROPIC_API, {})
+
+
+@router.post("/v1/responses")
+async def responses(request: Request) -> Response:
+    return await serve(request, RESPONSES_API)
+
+
+@router.post("/v1/responses/input_tokens")
+async def input_tokens(request: Request) -> Response:
+    """OpenAI's input-token count of a Responses request, as /v1/messages/count_tokens."""
+    return await counted(request, RESPONSES_API, {"object": "response.input_tokens"})
+
+
+async def counted(request: Request, api: Api, shape: dict[str, str]) -> Response:
+    """A count-tokens route of `api`: the request as it would be forwarded, counted upstream
+    when the upstream counts, else by us; `shape`: the answer's other fields."""
     state = state_of(request)
     ex = Exchange(request, state, request_id_of(request))
-    ANTHROPIC_API.mark(request, ex)
+    api.mark(request, ex)
     authorize(request, state)
     check_content_type(request)
-    raw = ANTHROPIC_API.prepare(
-        await read_body(request, state.settings.max_body_bytes), state.settings
-    )
+    raw = api.prepare(await read_body(request, state.settings.max_body_bytes), state.settings)
     state.heap.note(len(raw))
-    *_, body, plan = await plan_request(request, state, raw, ex.request_id, ANTHROPIC_API)
+    *_, body, plan = await plan_request(request, state, raw, ex.request_id, api)
     ex.fields.update(route="count_tokens", request_id=ex.request_id, model=body.get("model"))
     ex.extra_headers = shrink_headers(plan.report)
-    content = forwarded(body, plan.messages) if plan.changed else raw
+    content = forwarded(body, plan.messages, api.fmt.field) if plan.changed else raw
     try:
         resp = await ex.open(content, body_changed=plan.changed)
         if resp.status_code not in (404, 405, 501):
@@ -93,7 +108,7 @@ async def count_tokens(request: Request) -> Response:
     ratio = (state.calibration.ratio(model) if isinstance(model, str) else None) or 1.0
     ex.log(status=200, counted="proxy")
     return JSONResponse(
-        {"input_tokens": round(plan.report.tokens_after * ratio)},
+        {**shape, "input_tokens": round(plan.report.tokens_after * ratio)},
         headers=dict(ex.extra_headers),
     )
 
@@ -102,7 +117,8 @@ async def count_tokens(request: Request) -> Response:
 async def shrink_preview(request: Request) -> Response:
     """What the proxy would send for this request, and why; the upstream is not called. A
     Messages body is planned as Anthropic's when asked (`?api=anthropic`) or when the request
-    carries `anthropic-version`; else as a chat request."""
+    carries `anthropic-version`, a Responses body when asked (`?api=responses`); else as a chat
+    request. The answer holds the planned list under its format's name (`input` for Responses)."""
     state = state_of(request)
     authorize(request, state)
     check_content_type(request)
@@ -111,7 +127,7 @@ async def shrink_preview(request: Request) -> Response:
     state.heap.note(len(raw))
     *_, plan = await plan_request(request, state, raw, request_id_of(request), api, full=True)
     return Response(
-        dump_deep({"messages": plan.messages, "report": report_dict(plan.report)}),
+        dump_deep({api.fmt.field: plan.messages, "report": report_dict(plan.report)}),
         media_type="application/json",
         headers=dict(shrink_headers(plan.report)),
     )
@@ -121,6 +137,8 @@ def preview_api(request: Request) -> Api:
     asked = request.query_params.get("api")
     if asked == "anthropic" or (asked is None and header(request, "anthropic-version")):
         return ANTHROPIC_API
+    if asked == "responses":
+        return RESPONSES_API
     return CHAT_API
 
 

@@ -45,6 +45,7 @@ from proxy.planner import PlanPool, guess_model
 from proxy.settings import Settings
 from proxy.tokenizers import Tokenizers
 from proxy.wire.formats import CHAT_WIRE, WireFormat
+from proxy.wire.responses import SERVER_HISTORY
 
 log = logging.getLogger(__name__)
 
@@ -226,10 +227,15 @@ class Shrinker:
         tool results not yet counted may be counted on a spare core (`proxy.ahead`); a plan
         run inline has too little new text for that to pay. `request_id`: for the log, should
         the pipeline fail."""
+        mode, held = fmt.plan_mode(body, mode)
         try:
-            return self._plan(body, mode, window, counter, ahead, fmt)
+            plan = self._plan(body, mode, window, counter, ahead, fmt)
         except Exception as exc:  # a bug, whatever the input: see _degraded
-            return self._degraded(body, mode, window, exc, request_id, fmt)
+            plan = self._degraded(body, mode, window, exc, request_id, fmt)
+        if held:
+            plan.report.count(SERVER_HISTORY)
+            plan.report.notes.append("history held upstream: only tool outputs compacted")
+        return plan
 
     def _budget(
         self, body: dict[str, Any], window: int | None, exact: bool, fmt: WireFormat = CHAT_WIRE
@@ -257,14 +263,12 @@ class Shrinker:
         model = body.get("model") if isinstance(body.get("model"), str) else None
         tokens = self.tokenizers.for_model(model)
         budget = self._budget(body, window, tokens.exact, fmt)
-        texts = (
-            []
-            if mode == "off" or not ahead
-            else tool_texts(body["messages"], self.policy.tool_limit(budget.window), fmt.dialect)
-        )
+        limit = self.policy.tool_limit(budget.window)
+        messages = fmt.conversation(body)
+        texts = [] if mode == "off" or not ahead else tool_texts(messages, limit, fmt.dialect)
         with self.ahead.planning(tokens, texts):
             return shrink(
-                body["messages"],
+                messages,
                 budget=budget,
                 counter=counter or CallCounter(fmt.counter(tokens)),
                 policy=self.policy,
@@ -300,7 +304,7 @@ class Shrinker:
         if plan is not None and plan.report.fits:
             outcome, said = "trim", "planned again without stage 1, facts or summary"
         else:
-            plan = Plan(body["messages"], Report(), changed=False)
+            plan = Plan(fmt.conversation(body), Report(), changed=False)
             outcome, said = "unchanged", "sent unchanged"
         where = _raised_at(exc)
         plan.report.count("fallback")
@@ -331,7 +335,7 @@ class Shrinker:
         tokens = self.tokenizers.for_model(model)
         budget = self._budget(body, window, tokens.exact, fmt)
         plan = shrink(
-            body["messages"],
+            fmt.conversation(body),
             budget=dataclasses.replace(budget, window=UNLIMITED),
             counter=CallCounter(fmt.counter(tokens)),
             policy=self.safe_policy,
@@ -416,12 +420,12 @@ class Shrinker:
             return None, None
         if raw_size < THREAD_THRESHOLD:
             return self.plan_sync(body, mode, window, ahead=False, request_id=rid, fmt=fmt), None
-        if len(body["messages"]) > INLINE_MAX_MESSAGES:
+        if len(fmt.conversation(body)) > INLINE_MAX_MESSAGES:
             return None, None
-        counter, new_chars = self._look_up(body["messages"], model, fmt)
+        counter, new_chars = self._look_up(fmt.conversation(body), model, fmt)
         if new_chars < THREAD_THRESHOLD and mode != "off":
             limit = self.policy.tool_limit(window or self.settings.window_for(model))
-            new_chars += self._uncompacted(body["messages"], limit, counter, fmt)
+            new_chars += self._uncompacted(fmt.conversation(body), limit, counter, fmt)
         if new_chars < THREAD_THRESHOLD:
             return self.plan_sync(body, mode, window, counter, False, rid, fmt), None
         return None, counter
@@ -450,7 +454,8 @@ class Shrinker:
             if n is not None:
                 counter.remember(m, n, key)
                 continue
-            content = m.get("content")
+            # A Responses call's result keeps its text in `output`.
+            content = m.get("content") if "content" in m else m.get("output")
             new_chars += len(content) if isinstance(content, str) else len(str(content))
             if new_chars >= THREAD_THRESHOLD:
                 break

@@ -95,6 +95,21 @@ def anthropic_stream_end(block: bytes) -> bool:
     )
 
 
+# A Responses stream ends with one of these events (then the server closes it).
+_RESPONSE_ENDS = (b"response.completed", b"response.failed", b"response.incomplete")
+
+
+def responses_stream_end(block: bytes) -> bool:
+    """Whether a block of whole events ends with a Responses stream's last event."""
+    tail = block[-65536:]
+    if not any(end in tail for end in _RESPONSE_ENDS):
+        return False  # the common case (a delta), decided without framing the block
+    last = split_events(block.rstrip() + b"\n\n")[-1]
+    obj = event_json(last)
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    return isinstance(kind, str) and kind.encode() in _RESPONSE_ENDS
+
+
 def stream_end_for(shape: str) -> Callable[[bytes], bool]:
     """The last-event test of a stream in the given error shape's API ("anthropic" or chat's)."""
     return anthropic_stream_end if shape == "anthropic" else chat_stream_end
@@ -208,6 +223,26 @@ class AnthropicUsageTap(UsageTap):
             self.usage = merged
 
 
+class ResponsesUsageTap(UsageTap):
+    """Watches a Responses stream for its usage; every byte passes through unchanged. The
+    usage comes once, in the last event's `response.usage` (`response.completed`, or
+    `response.incomplete` / `response.failed` with what was used)."""
+
+    def __init__(self) -> None:
+        super().__init__(strip=False)
+
+    def inspect(self, block: bytes) -> bytes:
+        if _marked(block):
+            for _, obj in _marked_events(block):
+                response = obj.get("response") if obj is not None else None
+                if isinstance(response, dict) and isinstance(response.get("usage"), dict):
+                    self.usage = response["usage"]
+                for holder in (obj, response):
+                    if isinstance(holder, dict) and isinstance(holder.get("timings"), dict):
+                        self.timings = holder["timings"]
+        return block
+
+
 def json_usage(body: bytes) -> dict[str, Any] | None:
     """`usage` of a non-streamed chat completion body, if it has one."""
     return json_report(body)[0]
@@ -268,6 +303,8 @@ def cache_fields(usage: dict[str, Any] | None, timings: dict[str, Any] | None) -
     the prompt tokens it reused from its cache and the ones it had to evaluate."""
     out: dict[str, int] = {}
     details = usage.get("prompt_tokens_details") if usage else None
+    if details is None and usage:
+        details = usage.get("input_tokens_details")  # the Responses API's name
     cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
     if cached is None and usage and "prompt_tokens" not in usage:
         cached = _int(usage.get(ANTHROPIC_CACHE_READ))

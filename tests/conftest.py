@@ -13,6 +13,7 @@ import pytest
 from proxy.app import create_app
 from proxy.settings import Settings
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.responses import FakeResponses
 from tests.fakes.server import serve
 from tests.fakes.upstream import FakeUpstream
 from tests.shared_dir import CORPUS, ROOT, use_offline_encodings
@@ -77,6 +78,22 @@ def anthropic_upstream(anthropic_fake: FakeAnthropic) -> FakeAnthropic:
     """The same, with nothing recorded and its defaults back."""
     anthropic_fake.reset()
     return anthropic_fake
+
+
+@pytest.fixture(scope="session")
+def responses_fake() -> Iterator[FakeResponses]:
+    """The fake OpenAI Responses upstream (tests/fakes/responses.py), served once."""
+    fake = FakeResponses()
+    with serve(fake.app()) as url:
+        fake.url = url
+        yield fake
+
+
+@pytest.fixture
+def responses_upstream(responses_fake: FakeResponses) -> FakeResponses:
+    """The same, with nothing recorded and its defaults back."""
+    responses_fake.reset()
+    return responses_fake
 
 
 ProxyFactory = Callable[..., str]

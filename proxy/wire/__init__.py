@@ -74,9 +74,11 @@ def parse_chat(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def requested_completion_tokens(body: dict[str, Any]) -> int | None:
-    """The client's own cap on the answer, if it set one that makes sense."""
-    for key in ("max_completion_tokens", "max_tokens"):
+def requested_completion_tokens(
+    body: dict[str, Any], keys: tuple[str, ...] = ("max_completion_tokens", "max_tokens")
+) -> int | None:
+    """The client's own cap on the answer (the first of `keys` set), if it makes sense."""
+    for key in keys:
         v = body.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             return v
@@ -109,8 +111,3 @@ def splice_stream_usage(raw: bytes, body: dict[str, Any]) -> bytes | None:
     if start < 0 or raw[:start].strip():
         return None
     return raw[: start + 1] + b'"stream_options":{"include_usage":true},' + raw[start + 1 :]
-
-
-def dump_with_messages(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
-    """Re-serialise the request with new messages, keeping every other field and its order."""
-    return orjson.dumps({**body, "messages": messages})

@@ -7,48 +7,82 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+import orjson
 
 from proxy.pipeline.anthropic import ANTHROPIC, TOKENS_PER_MESSAGE
 from proxy.pipeline.dialect import CHAT, Dialect
-from proxy.tokens import ShapedCounter, TokenCounter
+from proxy.pipeline.responses import RESPONSES
+from proxy.pipeline.types import Mode
+from proxy.tokens import ShapedCount, ShapedCounter, TokenCounter
 from proxy.wire import parse_chat, requested_completion_tokens
 from proxy.wire.anthropic import parse_messages, system_text
+from proxy.wire.responses import parse_responses, server_history
 
 
 @dataclass(frozen=True)
 class WireFormat:
-    name: str  # "chat", "anthropic": in logs, metrics and the planner process's arguments
+    name: str  # "chat", "anthropic", "responses": logs, metrics, the planner process's arguments
     dialect: Dialect
     parse: Callable[[bytes], dict[str, Any]]
     shaped: bool  # whether messages are counted by the dialect (else by the chat counter)
-    system_field: bool  # instructions held outside the messages, in `system`
+    system_field: str | None  # instructions held outside the messages (`system`), if any
     # The Messages API requires `max_tokens`, and clients set it as a ceiling, not a forecast
     # (Claude Code sends 32,000): taken whole, it would leave a 32k window's prompt the floor.
     # A backend that runs out of window mid-answer stops there, so the reserve is capped.
     reserve_share: int = 0  # 0: the request's own cap whole; N: at most window / N
+    field: str = "messages"  # where the body keeps the list the engine plans
+    reserve_keys: tuple[str, ...] = ("max_completion_tokens", "max_tokens")
+    # Whether a request continues history held by the server, which the proxy does not see.
+    held: Callable[[dict[str, Any]], bool] | None = None
+
+    def plan_mode(self, body: dict[str, Any], mode: Mode) -> tuple[Mode, bool]:
+        """(the mode to plan `body` in, whether its history is held upstream): a request whose
+        history the server holds can only have its own tool outputs compacted."""
+        if self.held is None or mode == "off" or not self.held(body):
+            return mode, False
+        return "tools", True
+
+    def conversation(self, body: dict[str, Any]) -> Any:
+        """The list the engine plans (the parser checked it is one)."""
+        return body[self.field]
+
+    def dump_with(self, body: dict[str, Any], items: list[Any]) -> bytes:
+        """Re-serialise the request with a new list, keeping every other field and its order."""
+        return orjson.dumps({**body, self.field: items})
 
     def completion_tokens(self, body: dict[str, Any], window: int) -> int | None:
         """The completion reserve the request asks for, as this format takes it."""
-        n = requested_completion_tokens(body)
+        n = requested_completion_tokens(body, self.reserve_keys)
         if n is None or not self.reserve_share:
             return n
         return min(n, max(window // self.reserve_share, 1))
 
     def counter(self, tokens: TokenCounter) -> Any:
         """The counter of this format's messages with `tokens`' encoding and cache."""
-        return ShapedCounter(tokens, ANTHROPIC) if self.shaped else tokens
+        return ShapedCounter(tokens, cast(ShapedCount, self.dialect)) if self.shaped else tokens
 
     def fixed_tokens(self, body: dict[str, Any], tokens: TokenCounter) -> int:
         """Tokens of what is sent whole beside the messages: tool definitions, `system`."""
         n = tokens.count_tools(body.get("tools"))
-        if self.system_field and body.get("system"):
-            n += TOKENS_PER_MESSAGE + tokens.count_text(system_text(body["system"]))
+        if self.system_field and body.get(self.system_field):
+            n += TOKENS_PER_MESSAGE + tokens.count_text(system_text(body[self.system_field]))
         return n
 
 
-CHAT_WIRE = WireFormat("chat", CHAT, parse_chat, shaped=False, system_field=False)
+CHAT_WIRE = WireFormat("chat", CHAT, parse_chat, shaped=False, system_field=None)
 ANTHROPIC_WIRE = WireFormat(
-    "anthropic", ANTHROPIC, parse_messages, shaped=True, system_field=True, reserve_share=4
+    "anthropic", ANTHROPIC, parse_messages, shaped=True, system_field="system", reserve_share=4
 )
-FORMATS = {f.name: f for f in (CHAT_WIRE, ANTHROPIC_WIRE)}
+RESPONSES_WIRE = WireFormat(
+    "responses",
+    RESPONSES,
+    parse_responses,
+    shaped=True,
+    system_field="instructions",
+    field="input",
+    reserve_keys=("max_output_tokens",),
+    held=server_history,
+)
+FORMATS = {f.name: f for f in (CHAT_WIRE, ANTHROPIC_WIRE, RESPONSES_WIRE)}
