@@ -27,7 +27,8 @@ from proxy.shrinker import Shrinker
 from proxy.state import AppState
 from proxy.summarizer import LRUSummaryCache, Summarizer
 from proxy.tokenizers import Tokenizers
-from proxy.upstream import Timeouts, Upstream, transport_for
+from proxy.transport import transport_for
+from proxy.upstream import Timeouts, Upstream
 
 
 def build_tokenizers(settings: Settings) -> Tokenizers:

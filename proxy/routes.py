@@ -22,7 +22,7 @@ from proxy.inbound import (
     state_of,
 )
 from proxy.planner import guess_model
-from proxy.upstream import failure_name
+from proxy.transport import failure_name
 
 __all__ = ["authorize", "router", "state_of"]
 

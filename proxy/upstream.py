@@ -1,8 +1,9 @@
 """The upstream HTTP client: one pooled httpx client per process; open, stream, close.
 
-httpx exceptions are mapped to `ProxyError`s here and nowhere else. Targets are built only from the
-configured base URL plus a validated path: nothing in a request (Host header, absolute URI, `..`)
-can point the proxy at another host or outside the base path.
+httpx exceptions are mapped to `ProxyError`s here (as proxy.transport reads them) and nowhere
+else. Targets are built only from the configured base URL plus a validated path: nothing in a
+request (Host header, absolute URI, `..`) can point the proxy at another host or outside the
+base path.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import contextvars
 import itertools
 import logging
 import secrets
@@ -22,9 +22,9 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from proxy.errors import InvalidRequest, NotFound, UpstreamTimeout, UpstreamUnavailable
+from proxy.transport import describe, dropped, failure, watching_reuse
 
 log = logging.getLogger(__name__)
 
@@ -288,37 +288,38 @@ class Upstream:
             raise
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
-        reused: list[bool] = []  # set by aiohttp's trace when the pool hands out a kept one
-        token = _REUSED.set(reused)
+        with watching_reuse() as reused:
+            try:
+                async with asyncio.timeout(self.timeouts.first_byte):
+                    return await self._deliver(request, reused)
+            except TimeoutError:
+                raise UpstreamTimeout(
+                    f"The upstream did not answer within {self.timeouts.first_byte:g}s."
+                ) from None
+            except (httpx.HTTPError, aiohttp.ClientError) as exc:
+                raise failure(exc, "The upstream is unreachable") from None
+            except OSError as exc:
+                raise UpstreamUnavailable(f"The upstream is unreachable: {describe(exc)}") from None
+            except Exception as exc:
+                # A transport's own bug on a broken connection (seen: httpcore/anyio raising
+                # AttributeError on a reset socket) is still a failed upstream, not our 500.
+                log.warning("upstream transport failed unexpectedly", exc_info=True)
+                raise UpstreamUnavailable(
+                    f"The upstream connection failed: {describe(exc)}"
+                ) from None
+
+    async def _deliver(self, request: httpx.Request, reused: list[bool]) -> httpx.Response:
         try:
-            async with asyncio.timeout(self.timeouts.first_byte):
-                try:
-                    return await self.transport.handle_async_request(request)
-                except (httpx.HTTPError, aiohttp.ClientError) as exc:
-                    if not (reused and _dropped(exc)):
-                        raise
-                    # A kept-alive connection the upstream closed as the request went out
-                    # (llama-server and uvicorn close idle ones after 5 s; the close can cross
-                    # our write): it was lost with nothing answered, and a generation has no
-                    # side effect to repeat, so it goes again, once. A new connection's failure
-                    # is the upstream's own and is never resent.
-                    log.info("upstream closed a kept-alive connection under a request; resent")
-                    return await self.transport.handle_async_request(request)
-        except TimeoutError:
-            raise UpstreamTimeout(
-                f"The upstream did not answer within {self.timeouts.first_byte:g}s."
-            ) from None
+            return await self.transport.handle_async_request(request)
         except (httpx.HTTPError, aiohttp.ClientError) as exc:
-            raise _failure(exc, "The upstream is unreachable") from None
-        except OSError as exc:
-            raise UpstreamUnavailable(f"The upstream is unreachable: {_describe(exc)}") from None
-        except Exception as exc:
-            # A transport's own bug on a broken connection (seen: httpcore/anyio raising
-            # AttributeError on a reset socket) is still a failed upstream, not our 500.
-            log.warning("upstream transport failed unexpectedly", exc_info=True)
-            raise UpstreamUnavailable(f"The upstream connection failed: {_describe(exc)}") from None
-        finally:
-            _REUSED.reset(token)
+            if not (reused and dropped(exc)):
+                raise
+            # A kept-alive connection the upstream closed as the request went out (llama-server
+            # and uvicorn close idle ones after 5 s; the close can cross our write): it was lost
+            # with nothing answered, and a generation has no side effect to repeat, so it goes
+            # again, once. A new connection's failure is the upstream's own: never resent.
+            log.info("upstream closed a kept-alive connection under a request; resent")
+            return await self.transport.handle_async_request(request)
 
     def _orphans(self) -> list[Any]:
         """Take out of the pool the connections that no request owns and nobody can reuse.
@@ -366,7 +367,7 @@ class Upstream:
                         ) from None
                     raise
                 except (httpx.HTTPError, aiohttp.ClientError) as exc:
-                    raise _failure(exc, "The upstream connection failed mid-response") from None
+                    raise failure(exc, "The upstream connection failed mid-response") from None
                 watch.got()
                 yield chunk
         finally:
@@ -433,103 +434,3 @@ async def _close_all(connections: list[Any]) -> None:
         with contextlib.suppress(Exception):
             # Shielded: this runs while a cancellation is on its way out.
             await asyncio.shield(c.aclose())
-
-
-def _failure(exc: BaseException, what: str) -> UpstreamTimeout | UpstreamUnavailable:
-    """A client error as the proxy's own: a timeout is a 504, anything else a 502."""
-    if _is_timeout(exc):
-        return UpstreamTimeout(f"Timed out talking to the upstream: {_describe(exc)}")
-    return UpstreamUnavailable(f"{what}: {_describe(exc)}")
-
-
-# The reuse flag of the request being sent: aiohttp's connect runs in the sender's task.
-_REUSED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
-    "shrink_upstream_reused", default=None
-)
-
-
-async def _note_reuse(*_: Any) -> None:
-    flag = _REUSED.get()
-    if flag is not None:
-        flag.append(True)
-
-
-def _reuse_trace() -> aiohttp.TraceConfig:
-    trace = aiohttp.TraceConfig()
-    trace.on_connection_reuseconn.append(_note_reuse)
-    return trace
-
-
-def _dropped(exc: BaseException) -> bool:
-    """Whether the connection was lost before any answer: closed or reset by the upstream, or
-    closing as the request was written. Never a timeout or a refused connect."""
-    cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) else exc
-    if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientConnectionResetError):
-        return True
-    return isinstance(cause, aiohttp.ClientOSError) and not isinstance(
-        cause, aiohttp.ClientConnectorError | TimeoutError
-    )
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    """A timeout (504) rather than a failure (502), judged by the original error.
-
-    httpx-aiohttp maps every aiohttp connection error, a refused or dropped connection
-    included, to httpx.ConnectTimeout; the aiohttp exception it wraps says what happened.
-    """
-    cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) else exc
-    if isinstance(cause, aiohttp.ClientError):
-        return isinstance(cause, aiohttp.ServerTimeoutError | TimeoutError)
-    return isinstance(exc, httpx.TimeoutException)
-
-
-def transport_for(kind: str, max_connections: int) -> httpx.AsyncBaseTransport | None:
-    """The connection layer under httpx's API: httpx's own, or aiohttp's.
-
-    Chosen by measurement (bench/overhead, bench/load): at 64 concurrent requests httpcore's
-    pool spends most of its CPU re-scanning connections (encode/httpx#3215, encode/httpcore#1035;
-    floor pass-through 279 req/s vs 1,576 over aiohttp), and 500 streams wait seconds for their
-    first event. aiohttp's session adds Accept, Accept-Encoding, User-Agent and a default
-    Content-Type of its own; they are skipped so only the client's headers go upstream.
-    """
-    if kind == "httpx":
-        return None
-
-    def session() -> aiohttp.ClientSession:  # made inside the event loop, on first use
-        return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=0),
-            skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
-            auto_decompress=False,
-            trust_env=False,
-            trace_configs=[_reuse_trace()],
-        )
-
-    return AiohttpTransport(client=session)
-
-
-def failure_name(exc: BaseException) -> str:
-    """What kind of failure `exc` is, by what happened rather than by its wrapper's class.
-
-    httpx-aiohttp wraps every aiohttp connection error, a refused connection included, in
-    httpx.ConnectTimeout: a refused upstream reported as a timeout sends people looking at
-    the network instead of at a backend that is not running."""
-    cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) else exc
-    if isinstance(cause, aiohttp.ClientConnectorError) and not isinstance(
-        cause, aiohttp.ServerTimeoutError | TimeoutError
-    ):
-        return "ConnectError"
-    return type(exc).__name__
-
-
-def _describe(exc: BaseException) -> str:
-    """`ConnectError: connection refused`, or the error's own name and text."""
-    name = failure_name(exc)
-    cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) else exc
-    if isinstance(cause, aiohttp.ClientConnectorError):
-        os_error = cause.os_error
-        if isinstance(os_error, ConnectionRefusedError):
-            return f"{name}: connection refused"
-        return f"{name}: {os_error.strerror or os_error}" if os_error else name
-    if isinstance(exc, ConnectionRefusedError):
-        return "ConnectError: connection refused"
-    return f"{name}: {exc}" if str(exc) else name

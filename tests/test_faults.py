@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 from proxy.errors import ProxyError
 from proxy.sse import MAX_PARTIAL_EVENT, EventFramer
-from proxy.upstream import Timeouts, Upstream, transport_for
+from proxy.transport import transport_for
+from proxy.upstream import Timeouts, Upstream
 from tests.fakes import faulty
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
