@@ -7,12 +7,13 @@ store of their own. Command execution is remote code execution here, so `run_com
 is offered only with `SHRINK_MCP_HTTP_EXEC=true`.
 
 The MCP SDK is an optional extra: without it the proxy serves as ever, and `/mcp` answers 404
-saying what to install. Nothing here imports the SDK before it is known to be installed, and
-nothing is built before the app's lifespan starts.
+saying what to install. Nothing here imports the SDK before the first `/mcp` request (it holds
+~25 MB a proxy that never serves MCP should not pay), and nothing runs after the app's lifespan.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import ipaddress
@@ -54,6 +55,9 @@ class McpEndpoint:
         self.manager: Any = None
         self._engine: Engine | None = None
         self._state: AppState | None = None
+        self._stop: asyncio.Event | None = None  # set while the lifespan runs
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
 
     def _build(self) -> Any:
         from mcp.server.transport_security import TransportSecuritySettings
@@ -97,23 +101,48 @@ class McpEndpoint:
         request = Request(scope, receive)
         state = self.state_of(request)
         self.authorize(request, state)
-        if self.manager is None:
-            raise NotFound(f"/mcp is not served: {MISSING if not sdk_installed() else 'starting'}")
+        if not sdk_installed():
+            raise NotFound(f"/mcp is not served: {MISSING}")
         self._state = state
-        await self.manager.handle_request(scope, receive, send)
+        manager = await self._started()
+        if manager is None:
+            raise NotFound("/mcp is not served: the proxy is not running (or stopping)")
+        await manager.handle_request(scope, receive, send)
+
+    async def _started(self) -> Any:
+        """The session manager, started by the first request in a task the lifespan ends."""
+        async with self._lock:
+            if self.manager is None and self._stop is not None and not self._stop.is_set():
+                manager = self._build()
+                ready = asyncio.Event()
+                task = asyncio.create_task(self._serve(manager, ready, self._stop))
+                waiter = asyncio.create_task(ready.wait())
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+                if task.done():
+                    task.result()  # it failed to start: raise its error (a 500 for this request)
+                    return None
+                self._task, self.manager = task, manager
+        return self.manager
+
+    @staticmethod
+    async def _serve(manager: Any, ready: asyncio.Event, stop: asyncio.Event) -> None:
+        async with manager.run():
+            ready.set()
+            await stop.wait()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The session manager's task group, for the app's lifespan to hold open (the server
-        is built here, not in create_app: a manager runs once, and create_app stays cheap)."""
-        if not sdk_installed():
-            yield
-            return
-        self.manager = self._build()
+        """While the app's lifespan holds it, `/mcp` may start its session manager; on exit the
+        manager (if one started) stops and the tools' store is closed."""
+        self._stop = asyncio.Event()
         try:
-            async with self.manager.run():
-                yield
+            yield
         finally:
+            self._stop.set()
+            if self._task is not None:
+                await asyncio.gather(self._task, return_exceptions=True)
+            self._task = self.manager = None
             if self._engine is not None:
                 self._engine.context.close()
 
