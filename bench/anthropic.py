@@ -23,11 +23,10 @@ import argparse
 import dataclasses
 from typing import Any
 
-from bench import corpus
+from bench import corpus, forms
 from bench.anthropic_form import haystack, pairing_ok, to_anthropic
-from bench.corpus import CLASSES, Conversation
+from bench.corpus import Conversation
 from bench.prefix import Renderer, Tally3, replay, summary
-from bench.quality import class_totals
 from proxy.pipeline import Report
 from proxy.shrinker import Shrinker
 from proxy.wire.formats import ANTHROPIC_WIRE
@@ -91,41 +90,17 @@ def reserve(sh: Shrinker) -> int:
 
 
 def quality(convs: list[Conversation], sh: Shrinker, form: str) -> dict[str, Any]:
-    """Needles kept by class, tokens before/saved, fits and pairing over the corpus."""
-    kept = dict.fromkeys(CLASSES, 0)
-    total = dict.fromkeys(CLASSES, 0)
-    before = saved = fits = paired = 0
-    for conv in convs:
-        body = conv.request()
-        if form == "anthropic":
-            body = to_anthropic(body, default_max_tokens=reserve(sh))
-            plan = sh.plan_sync(body, "auto", fmt=ANTHROPIC_WIRE)
-            shrunk = {**body, "messages": plan.messages}
-            hay, ok = haystack(shrunk), pairing_ok(shrunk)
-        else:
-            plan = sh.plan_sync(body, "auto")
-            hay, ok = corpus.haystack(plan.messages), corpus.pairing_ok(plan.messages)
-        for cls, n in class_totals(conv).items():
-            total[cls] += n
-        for needle in conv.needles:
-            kept[needle.cls] += needle.answer in hay
-        r = plan.report
-        before += r.tokens_before
-        saved += r.tokens_before - r.tokens_after
-        fits += r.fits
-        paired += ok
-    return {"kept": kept, "total": total, "before": before, "saved": saved, "fits": fits,
-            "paired": paired, "conversations": len(convs)}  # fmt: skip
+    """bench.forms.quality of the corpus in `form` ("chat" or "anthropic")."""
 
+    def shrunk(conv: Conversation) -> tuple[Report, str, bool]:
+        if form == "chat":
+            return forms.chat_shrunk(sh, conv)
+        body = to_anthropic(conv.request(), default_max_tokens=reserve(sh))
+        plan = sh.plan_sync(body, "auto", fmt=ANTHROPIC_WIRE)
+        out = {**body, "messages": plan.messages}
+        return plan.report, haystack(out), pairing_ok(out)
 
-def quality_line(form: str, q: dict[str, Any]) -> str:
-    cells = ", ".join(f"{c} {q['kept'][c]}/{q['total'][c]}" for c in CLASSES if q["total"][c])
-    kept, total = sum(q["kept"].values()), sum(q["total"].values())
-    return (
-        f"  {form:<9} needles {kept}/{total} ({kept / max(total, 1):.1%}: {cells}); saved "
-        f"{q['saved'] / max(q['before'], 1):.1%} of {q['before']:,} tokens; fit "
-        f"{q['fits']}/{q['conversations']}; pairing ok {q['paired']}/{q['conversations']}"
-    )
+    return forms.quality(convs, shrunk)
 
 
 def main() -> None:
@@ -141,7 +116,7 @@ def main() -> None:
         for form in ("chat", "anthropic"):
             # A fresh Shrinker per form and window: neither form warms the other's memo.
             sh = Shrinker(corpus.settings(context_window=window, **overrides), tokenizers)
-            print(quality_line(form, quality(convs, sh, form)))
+            print(forms.quality_line(form, quality(convs, sh, form)))
             sh = Shrinker(corpus.settings(context_window=window, **overrides), tokenizers)
             if form == "anthropic":
                 converted = [AnthropicConversation.of(c, reserve(sh)) for c in convs]

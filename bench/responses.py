@@ -24,10 +24,9 @@ import argparse
 import dataclasses
 from typing import Any
 
-from bench import corpus
-from bench.corpus import CLASSES, Conversation
+from bench import corpus, forms
+from bench.corpus import Conversation
 from bench.prefix import Renderer, Tally3, replay, summary
-from bench.quality import class_totals
 from bench.responses_form import codex, haystack, pairing_ok, to_responses
 from proxy.pipeline import Report
 from proxy.shrinker import Shrinker
@@ -82,41 +81,17 @@ def plan_fn(sh: Shrinker, form: str) -> Any:
 
 
 def quality(convs: list[Conversation], sh: Shrinker, form: str) -> dict[str, Any]:
-    """Needles kept by class, tokens before/saved, fits and pairing over the corpus."""
-    kept = dict.fromkeys(CLASSES, 0)
-    total = dict.fromkeys(CLASSES, 0)
-    before = saved = fits = paired = 0
-    for conv in convs:
-        body = conv.request()
+    """bench.forms.quality of the corpus in `form` ("chat", or a form of `convert`)."""
+
+    def shrunk(conv: Conversation) -> tuple[Report, str, bool]:
         if form == "chat":
-            plan = sh.plan_sync(body, "auto")
-            hay, ok = corpus.haystack(plan.messages), corpus.pairing_ok(plan.messages)
-        else:
-            body = convert(body, form)
-            plan = sh.plan_sync(body, "auto", fmt=RESPONSES_WIRE)
-            shrunk = {**body, "input": plan.messages}
-            hay, ok = haystack(shrunk), pairing_ok(shrunk)
-        for cls, n in class_totals(conv).items():
-            total[cls] += n
-        for needle in conv.needles:
-            kept[needle.cls] += needle.answer in hay
-        r = plan.report
-        before += r.tokens_before
-        saved += r.tokens_before - r.tokens_after
-        fits += r.fits
-        paired += ok
-    return {"kept": kept, "total": total, "before": before, "saved": saved, "fits": fits,
-            "paired": paired, "conversations": len(convs)}  # fmt: skip
+            return forms.chat_shrunk(sh, conv)
+        body = convert(conv.request(), form)
+        plan = sh.plan_sync(body, "auto", fmt=RESPONSES_WIRE)
+        out = {**body, "input": plan.messages}
+        return plan.report, haystack(out), pairing_ok(out)
 
-
-def quality_line(form: str, q: dict[str, Any]) -> str:
-    cells = ", ".join(f"{c} {q['kept'][c]}/{q['total'][c]}" for c in CLASSES if q["total"][c])
-    kept, total = sum(q["kept"].values()), sum(q["total"].values())
-    return (
-        f"  {form:<9} needles {kept}/{total} ({kept / max(total, 1):.1%}: {cells}); saved "
-        f"{q['saved'] / max(q['before'], 1):.1%} of {q['before']:,} tokens; fit "
-        f"{q['fits']}/{q['conversations']}; pairing ok {q['paired']}/{q['conversations']}"
-    )
+    return forms.quality(convs, shrunk)
 
 
 def prefix(convs: list[Conversation], sh: Shrinker, form: str, renderer: Renderer) -> Tally3:
@@ -140,7 +115,7 @@ def main() -> None:
         for form in FORMS:
             # A fresh Shrinker per form and window: no form warms another's memo.
             sh = Shrinker(corpus.settings(context_window=window, **overrides), tokenizers)
-            print(quality_line(form, quality(convs, sh, form)))
+            print(forms.quality_line(form, quality(convs, sh, form)))
             sh = Shrinker(corpus.settings(context_window=window, **overrides), tokenizers)
             renderer = Renderer(counter) if form == "chat" else ResponsesRenderer(counter)
             tallies[form] = prefix(convs, sh, form, renderer)
