@@ -17,12 +17,13 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proxy.settings_mcp import McpSettings
+from proxy.settings_store import StoreSettings
 
 MIN_WINDOW = 512
 MAX_WINDOW = 10_000_000
 
 
-class Settings(BaseSettings, McpSettings):
+class Settings(BaseSettings, McpSettings, StoreSettings):
     model_config = SettingsConfigDict(
         env_prefix="SHRINK_",
         env_file=".env",

@@ -1,0 +1,73 @@
+"""Retrieval refs: the content hash each elision is filed under, and the words that carry it.
+
+Every stage-1 compaction and every dropped history span keeps its original text in a store
+(proxy.retrieval) under a hash of that text; the marker tells the model the hash in the form
+other tools already parse (`Retrieve more: hash=<24 hex>`). A ref is a pure function of the
+content it names, so markers stay byte-stable from turn to turn (prefix caches survive) and any
+replica that holds the content serves the same ref. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+HEX = 24  # 96 bits: a collision takes ~2^48 work, far past a store's lifetime of texts
+REF_RE = re.compile(r"hash=([0-9a-f]{24})\b")
+
+
+def text_ref(text: str) -> str:
+    """The ref of a text (a tool result as the client sent it)."""
+    h = hashlib.sha256(b"ref-text\0")
+    for i in range(0, len(text), 1 << 18):
+        h.update(text[i : i + (1 << 18)].encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:HEX]
+
+
+def span_ref(chain: Sequence[bytes], start: int, end: int) -> str:
+    """The ref of messages[start:end] as sent, from keys.prefixes of the messages as sent:
+    chain[n] names messages[:n], so the pair names the span and what precedes it (a span
+    repeated in another conversation is another span)."""
+    return hashlib.sha256(b"ref-span\0" + chain[start] + chain[end]).hexdigest()[:HEX]
+
+
+def footer(ref: str, lines: int, tokens: int) -> str:
+    """The last line of a compacted tool result: where the rest of it is."""
+    noun = "line" if lines == 1 else "lines"
+    return (
+        f"[... the full output ({lines:,} {noun}, {tokens:,} tokens) is kept by shrink-proxy. "
+        f"Retrieve more: hash={ref} ...]"
+    )
+
+
+def span_note(ref: str) -> str:
+    """Appended to the trim marker: where the dropped messages are."""
+    return f" Retrieve more: hash={ref}"
+
+
+def refs_in(text: str) -> list[str]:
+    """Every ref a text names, in order, each once."""
+    return list(dict.fromkeys(REF_RE.findall(text)))
+
+
+@dataclass(frozen=True)
+class TextRef:
+    """A compacted tool text: the `j`th result text of message `index` as sent."""
+
+    ref: str
+    index: int
+    part: int
+
+
+@dataclass(frozen=True)
+class SpanRef:
+    """A dropped span: messages[start:end] as sent."""
+
+    ref: str
+    start: int
+    end: int
+
+
+Ref = TextRef | SpanRef
