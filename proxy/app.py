@@ -21,6 +21,7 @@ from proxy.heap import HeapTrimmer
 from proxy.inflight import InFlight
 from proxy.mcp.http import McpEndpoint
 from proxy.metrics import Metrics
+from proxy.retrieval.store import MemoryStore, Store
 from proxy.routes import authorize, router, state_of
 from proxy.settings import Settings
 from proxy.shrinker import Shrinker
@@ -126,6 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             discovery=discovery,
             metrics=metrics,
             heap=HeapTrimmer(settings.heap_trim_interval, on_trim=metrics.heap_trims.inc),
+            retrieval=build_store(settings),
         )
         trimming = asyncio.create_task(app.state.shrink.heap.run())
         try:
@@ -159,6 +161,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The MCP tools over Streamable HTTP (GET, POST and DELETE on one path: proxy.mcp.http).
     app.router.routes.append(Route("/mcp", endpoint=mcp))
     return app
+
+
+def build_store(settings: Settings) -> Store:
+    """The retrieval store: embedded, bounded by the settings."""
+    return MemoryStore(settings.store_items, int(settings.store_mb * 1_000_000), settings.store_ttl)
 
 
 def build_metrics(

@@ -8,6 +8,7 @@ from proxy.discovery import WindowDiscovery
 from proxy.heap import HeapTrimmer
 from proxy.metrics import Metrics
 from proxy.overflow import Calibration
+from proxy.retrieval.store import MemoryStore, Store
 from proxy.settings import Settings
 from proxy.shrinker import Shrinker
 from proxy.summarizer import Summarizer
@@ -28,3 +29,5 @@ class AppState:
     discovery: WindowDiscovery | None = None
     calibration: Calibration = field(default_factory=Calibration)
     heap: HeapTrimmer = field(default_factory=lambda: HeapTrimmer(0))
+    # The originals behind the refs in markers (proxy.retrieval).
+    retrieval: Store = field(default_factory=MemoryStore)
