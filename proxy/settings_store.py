@@ -57,3 +57,26 @@ class StoreSettings(BaseModel):
         description="Seconds one Redis call may take before the request goes on with the "
         "in-process store (logged once, counted in /metrics); Redis is tried again later.",
     )
+    store_retry: float = Field(
+        2.0,
+        gt=0,
+        description="Seconds between tries to reach Redis again after a call to it failed or "
+        "timed out; until it answers, requests do not wait for it at all.",
+    )
+    store_refresh: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds between background reads of the windows and calibration other "
+        "replicas learnt (requests only read the copy in this process).",
+    )
+    store_summary_ttl: float = Field(
+        86_400.0,
+        gt=0,
+        description="Seconds a summary stays in Redis, refreshed whenever a replica uses it.",
+    )
+    store_value_mb: float = Field(
+        4.0,
+        gt=0,
+        description="Largest text (an original or a summary), in megabytes (characters), "
+        "written to Redis; a larger one stays in this process only.",
+    )

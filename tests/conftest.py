@@ -30,10 +30,10 @@ for _name in ("get", "post", "put", "patch", "delete", "request", "stream"):
     setattr(httpx, _name, functools.partial(getattr(httpx, _name), timeout=30.0))
 
 
-# Tests that need something outside Python (a browser, Node, a real model server) skip where it
-# is missing on a developer's machine; in CI (CI=true) such a skip is a failure, so a missing
-# install step can never turn the suite green by running less.
-REQUIRED_IN_CI = ("browser", "node", "e2e")
+# Tests that need something outside Python (a browser, Node, a real model server, Redis) skip
+# where it is missing on a developer's machine; in CI (CI=true) such a skip is a failure, so a
+# missing install step can never turn the suite green by running less.
+REQUIRED_IN_CI = ("browser", "node", "e2e", "redis")
 
 
 @pytest.hookimpl(hookwrapper=True)
