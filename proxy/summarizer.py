@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import httpx
 import orjson
@@ -43,6 +43,7 @@ from proxy.pipeline.summary import (
     summary_request,
 )
 from proxy.pipeline.types import Message
+from proxy.summary_cache import LRUSummaryCache, SummaryCache
 
 logger = logging.getLogger(__name__)
 
@@ -59,57 +60,6 @@ HOLD_MAX = 30.0  # longest a deferred summary waits for its request's upstream c
 # fails after 30 s (a prompt over its window, say) would otherwise be asked again every turn.
 FAILURE_TTL = 60.0
 FAILURE_KEYS = 1024
-
-
-class SummaryCache(Protocol):
-    """Where finished summary texts live; a shared store (redis) could implement it later."""
-
-    def get(self, key: str) -> str | None: ...
-
-    def put(self, key: str, value: str) -> None: ...
-
-    def info(self) -> tuple[int, int, int]:
-        """(hits, misses, entries), for the metrics' cache table."""
-        ...
-
-
-class LRUSummaryCache:
-    """A bounded in-process LRU (by count and by characters). Used from the event loop only, so
-    it needs no lock."""
-
-    def __init__(self, capacity: int = 1024, max_chars: int = 8_000_000):
-        self.capacity = max(1, capacity)
-        self.max_chars = max(1, max_chars)
-        self.chars = 0
-        self.hits = self.misses = 0
-        self._data: OrderedDict[str, str] = OrderedDict()
-
-    def get(self, key: str) -> str | None:
-        value = self._data.get(key)
-        if value is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._data.move_to_end(key)
-        return value
-
-    def put(self, key: str, value: str) -> None:
-        old = self._data.pop(key, None)
-        if old is not None:
-            self.chars -= len(old)
-        self._data[key] = value
-        self.chars += len(value)
-        while len(self._data) > 1 and (
-            len(self._data) > self.capacity or self.chars > self.max_chars
-        ):
-            self.chars -= len(self._data.popitem(last=False)[1])
-
-    def info(self) -> tuple[int, int, int]:
-        """(hits, misses, entries), for the metrics' cache table."""
-        return self.hits, self.misses, len(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 class Pace:
@@ -303,6 +253,8 @@ class Summarizer:
         except (TypeError, ValueError) as exc:  # e.g. nesting past orjson's limit
             return outcome(_Done(None, "error", error=f"span cannot be keyed: {exc}"))
         hit = self.cache.get(key)
+        if hit is None:  # another replica's summary, within the store's timeout (or None)
+            hit = await self.cache.fetch(key)
         if hit is not None:
             return outcome(_Done(hit, "cache"))
         again = self._failed.get(key, 0.0) - start
