@@ -165,6 +165,9 @@ class WindowDiscovery:
         self._cache: OrderedDict[str, Entry] = OrderedDict()
         self._inflight: dict[str, asyncio.Task[int | None]] = {}
         self._logged: set[str] = set()
+        # Told of every limit learnt from an overflow error (model, window, seconds it holds):
+        # proxy.shared_learning publishes it to other replicas.
+        self.on_remember: Callable[[str, int, float], None] | None = None
 
     async def window_for(self, model: str) -> int | None:
         """The served window for `model`, or None when the backend does not say. Never raises."""
@@ -192,6 +195,18 @@ class WindowDiscovery:
             return
         self._store(model, Entry(window, self.clock() + self.ttl, remembered=True))
         log.info("learnt the context window of %s from an overflow error: %d", model, window)
+        if self.on_remember is not None:
+            self.on_remember(model, window, self.ttl)
+
+    def adopt(self, model: str, window: int, ttl: float) -> None:
+        """A limit another replica learnt from an overflow error, for `ttl` more seconds."""
+        if _window(window) is None or ttl <= 0:
+            return
+        current = self._cache.get(model)
+        if current is not None and current.remembered and current.window == window:
+            return  # known already (keep its own expiry: no log line every refresh)
+        self._store(model, Entry(window, self.clock() + min(ttl, self.ttl), remembered=True))
+        log.info("learnt the context window of %s from another replica: %d", model, window)
 
     def forget(self, model: str) -> None:
         """Drop what was discovered for `model` (not a remembered limit): probe on next use.

@@ -34,6 +34,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,6 +246,10 @@ def silent_truncation(
     return reported_prompt_tokens < threshold * estimated_prompt_tokens
 
 
+# (running average, samples, applied ratio or None before enough samples)
+CalibrationState = tuple[float, int, float | None]
+
+
 class Calibration:
     """Per-model ratio of the backend's prompt count to our estimate (EWMA, bounded LRU).
 
@@ -280,8 +285,10 @@ class Calibration:
         self.step = step
         self.fall = fall
         # model -> (running average, samples, applied ratio or None before min_samples)
-        self._ratios: OrderedDict[str, tuple[float, int, float | None]] = OrderedDict()
+        self._ratios: OrderedDict[str, CalibrationState] = OrderedDict()
         self._lock = threading.Lock()
+        # Told of every recorded change (proxy.shared_learning publishes it to other replicas).
+        self.on_record: Callable[[str, CalibrationState], None] | None = None
 
     def _quantized(self, ratio: float) -> float:
         # A hair below a multiple stays on it (float noise must not add a step).
@@ -306,9 +313,29 @@ class Calibration:
         with self._lock:
             ratio, n, applied = self._ratios.pop(model, (sample, 0, None))
             ratio = sample if n == 0 else ratio + self.alpha * (sample - ratio)
-            self._ratios[model] = (ratio, n + 1, self._applied(ratio, n + 1, applied))
-            while len(self._ratios) > self.max_models:
-                self._ratios.popitem(last=False)
+            state = self._ratios[model] = (ratio, n + 1, self._applied(ratio, n + 1, applied))
+            self._bound()
+        if self.on_record is not None:
+            self.on_record(model, state)
+
+    def adopt(self, model: str, state: CalibrationState) -> None:
+        """What another replica learnt for `model`: taken when it rests on more samples than
+        this process's own (so replicas converge on the best-informed average)."""
+        ratio, n, applied = state
+        low, high = self.bounds
+        if not low <= ratio <= high or (applied is not None and not low <= applied <= high):
+            return
+        with self._lock:
+            current = self._ratios.get(model)
+            if current is not None and current[1] >= n:
+                return
+            self._ratios[model] = (ratio, n, applied if n >= self.min_samples else None)
+            self._ratios.move_to_end(model)
+            self._bound()
+
+    def _bound(self) -> None:
+        while len(self._ratios) > self.max_models:
+            self._ratios.popitem(last=False)
 
     def ratio(self, model: str) -> float | None:
         """The applied reported/estimated ratio for `model`, once there are enough samples."""
