@@ -21,12 +21,18 @@ from proxy.heap import HeapTrimmer
 from proxy.inflight import InFlight
 from proxy.mcp.http import McpEndpoint
 from proxy.metrics import Metrics
+from proxy.overflow import Calibration
+from proxy.redis_link import RedisLink
+from proxy.retrieval.redis import RedisStore
 from proxy.retrieval.store import MemoryStore, Store
 from proxy.routes import authorize, router, state_of
 from proxy.settings import Settings
+from proxy.shared_learning import SharedLearning
 from proxy.shrinker import Shrinker
 from proxy.state import AppState
-from proxy.summarizer import LRUSummaryCache, Summarizer
+from proxy.store_metrics import StoreCollector
+from proxy.summarizer import Summarizer
+from proxy.summary_cache import LRUSummaryCache, SharedSummaryCache, SummaryCache
 from proxy.tokenizers import Tokenizers
 from proxy.transport import transport_for
 from proxy.upstream import Timeouts, Upstream
@@ -76,7 +82,10 @@ def build_discovery(settings: Settings, upstream: Upstream) -> WindowDiscovery |
 
 
 def build_summarizer(
-    settings: Settings, client: httpx.AsyncClient, metrics: Metrics | None = None
+    settings: Settings,
+    client: httpx.AsyncClient,
+    metrics: Metrics | None = None,
+    link: RedisLink | None = None,
 ) -> Summarizer:
     key = settings.summary_api_key or (None if settings.summary_url else settings.upstream_api_key)
     return Summarizer(
@@ -86,9 +95,7 @@ def build_summarizer(
         api_key=key.get_secret_value() if key else None,
         timeout=settings.summary_timeout,
         max_tokens=settings.summary_max_tokens,
-        cache=LRUSummaryCache(
-            settings.summary_cache_size, int(settings.summary_cache_mb * 1_000_000)
-        ),
+        cache=build_summary_cache(settings, link),
         fingerprint=f"{settings.summary_model}|{settings.summary_max_tokens}",
         max_pending=settings.summary_max_pending,
         call_timeout=settings.summary_call_timeout,
@@ -110,7 +117,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await anyio.to_thread.run_sync(tokenizers.for_encoding, name)
         discovery = build_discovery(settings, upstream)
         metrics = build_metrics(settings, tokenizers, discovery)
-        summarizer = build_summarizer(settings, upstream.client, metrics)
+        # Shared state (SHRINK_STORE_URL): Redis behind this process's own caches and stores.
+        link = build_link(settings)
+        calibration = Calibration()
+        learning = None
+        if link is not None:
+            metrics.registry.register(StoreCollector(link))
+            learning = SharedLearning(link, calibration, discovery, interval=settings.store_refresh)
+        summarizer = build_summarizer(settings, upstream.client, metrics, link)
         metrics.watch_summarizer(summarizer)
         app.state.shrink = AppState(
             settings=settings,
@@ -126,18 +140,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             summarizer=summarizer,
             discovery=discovery,
             metrics=metrics,
+            calibration=calibration,
             heap=HeapTrimmer(settings.heap_trim_interval, on_trim=metrics.heap_trims.inc),
-            retrieval=build_store(settings),
+            retrieval=build_store(settings, link),
         )
-        trimming = asyncio.create_task(app.state.shrink.heap.run())
+        background = [asyncio.create_task(app.state.shrink.heap.run())]
+        if learning is not None:
+            background.append(asyncio.create_task(learning.run()))
         try:
             async with mcp.running():
                 yield
         finally:
-            trimming.cancel()
+            for task in background:
+                task.cancel()
             if discovery is not None:
                 await discovery.aclose()
             await summarizer.aclose()
+            if link is not None:
+                await link.aclose()
             await upstream.aclose()
             app.state.shrink.shrinker.close()
 
@@ -163,9 +183,33 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def build_store(settings: Settings) -> Store:
-    """The retrieval store: embedded, bounded by the settings."""
-    return MemoryStore(settings.store_items, int(settings.store_mb * 1_000_000), settings.store_ttl)
+def build_link(settings: Settings) -> RedisLink | None:
+    """The connection to the shared store, when SHRINK_STORE_URL names one (no I/O yet: redis-py
+    connects on the first call)."""
+    if not settings.store_url:
+        return None
+    return RedisLink.from_url(
+        settings.store_url, timeout=settings.store_timeout, retry=settings.store_retry
+    )
+
+
+def build_store(settings: Settings, link: RedisLink | None = None) -> Store:
+    """The retrieval store: embedded, bounded by the settings; in front of Redis with a link."""
+    local = MemoryStore(
+        settings.store_items, int(settings.store_mb * 1_000_000), settings.store_ttl
+    )
+    if link is None:
+        return local
+    max_chars = int(settings.store_value_mb * 1_000_000)
+    return RedisStore(link, local, ttl=settings.store_ttl, max_chars=max_chars)
+
+
+def build_summary_cache(settings: Settings, link: RedisLink | None = None) -> SummaryCache:
+    local = LRUSummaryCache(settings.summary_cache_size, int(settings.summary_cache_mb * 1_000_000))
+    if link is None:
+        return local
+    max_chars = int(settings.store_value_mb * 1_000_000)
+    return SharedSummaryCache(link, local, ttl=settings.store_summary_ttl, max_chars=max_chars)
 
 
 def build_metrics(

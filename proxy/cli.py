@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import ipaddress
 import logging
 import signal
@@ -233,8 +234,6 @@ def shrink_file(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def serve_mcp(settings: Settings, log_level: str | None) -> int:
-    import importlib.util
-
     import anyio
 
     from proxy import logs
@@ -267,6 +266,11 @@ def serve(settings: Settings) -> int:
     from proxy.app import create_app, settle_heap
 
     logs.configure(settings.log_level, settings.log_format)
+    if settings.store_url and importlib.util.find_spec("redis") is None:
+        from proxy.redis_link import MISSING
+
+        print(f"shrink-proxy: {MISSING}", file=sys.stderr)
+        return 2
     log.info(
         "shrink-proxy %s listening on http://%s:%d/v1 -> upstream %s",
         __version__,
