@@ -17,9 +17,11 @@ RUN python -m venv /opt/venv
 
 WORKDIR /src
 # Only what the package needs (no tests, no test extras): edits elsewhere keep this layer cached.
+# The redis extra (redis-py, pure Python, no dependencies) lets the same image run as one of
+# several replicas sharing state (SHRINK_STORE_URL, compose profile `replicas`).
 COPY pyproject.toml README.md ./
 COPY proxy ./proxy
-RUN /opt/venv/bin/pip install .
+RUN /opt/venv/bin/pip install ".[redis]"
 
 # Files already in docker/tiktoken-cache/ are used as they are; missing ones are downloaded.
 COPY docker/tiktoken-cache/ /opt/tiktoken-cache/

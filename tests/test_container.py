@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import shlex
 import shutil
 import socket
@@ -98,7 +99,8 @@ def test_dockerfile_runs_as_a_numeric_non_root_user(stages):
 
 def test_dockerfile_installs_the_package_without_test_extras(stages):
     build = " ".join(args_of(stages[1], "RUN"))
-    assert "pip install ." in build
+    # The redis extra only: the compose profile `replicas` runs the same image on Redis.
+    assert re.search(r"""pip install (\.|"\.\[redis\]")(\s|$)""", build), build
     assert "[test]" not in build
 
 
@@ -270,7 +272,9 @@ def test_compose_each_proxy_points_at_its_own_backend(compose):
         backend = services[target.hostname]
         assert target.port == BACKEND_PORTS[target.hostname]
         assert target.path == "/v1"
-        assert backend.get("profiles") == proxy.get("profiles"), name
+        # The replicas share the default backend; every other pair has its own.
+        shared = proxy.get("profiles") == ["replicas"] and target.hostname == "ollama"
+        assert shared or backend.get("profiles") == proxy.get("profiles"), name
         assert target.hostname in proxy["depends_on"]
         assert (ROOT / proxy["env_file"]).is_file()
         # The file's own port/host (llamacpp.env moves the port) must not leak into the image.
@@ -298,6 +302,21 @@ def test_compose_servers_run_with_the_windows_the_configs_assume(compose):
     assert int(option(services["vllm"]["command"], "--max-model-len")) == window(
         services["proxy-vllm"]["env_file"]
     )
+
+
+def test_compose_replicas_share_one_redis(compose):
+    services = compose["services"]
+    replicas = {n: p for n, p in proxies(compose).items() if p.get("profiles") == ["replicas"]}
+    assert len(replicas) == 2
+    for name, proxy in replicas.items():
+        store = urlsplit(proxy["environment"]["SHRINK_STORE_URL"])
+        assert store.scheme == "redis" and store.hostname == "redis", name
+        assert "redis" in proxy["depends_on"], name
+    redis = services["redis"]
+    assert redis["profiles"] == ["replicas"] and "ports" not in redis
+    assert option(redis["command"], "--maxmemory-policy") == "allkeys-lru"
+    # One proxy alone keeps its state in process: nothing to run beside it.
+    assert "SHRINK_STORE_URL" not in services["proxy"]["environment"]
 
 
 def test_compose_profile_images(compose):
