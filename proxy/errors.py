@@ -98,6 +98,12 @@ class NotFound(ProxyError):
     anthropic_type = "not_found_error"
 
 
+class RefGone(NotFound):
+    """A retrieval hash this proxy does not hold (never issued, expired or evicted)."""
+
+    code = "hash_not_found"
+
+
 class MethodNotAllowed(ProxyError):
     status = 405
     type = "invalid_request_error"

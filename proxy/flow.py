@@ -30,6 +30,7 @@ from proxy.inbound import (
 from proxy.pipeline import Plan, Report
 from proxy.pipeline.summary import apply_summary
 from proxy.pipeline.types import Mode, StageAction
+from proxy.retrieval.keep import keep, retrieval_wanted
 from proxy.shrinker import parse_mode
 from proxy.windows import (
     PlanWindow,
@@ -59,6 +60,8 @@ async def serve(request: Request, api: Api) -> Response:
     state.heap.note(len(raw))
     raw = api.prepare(raw, state.settings)
     mode, window, body, plan = await plan_request(request, state, raw, ex.request_id, api)
+    wanted = retrieval_wanted(request, state.settings)
+    unwanted_tool(plan, wanted)
     model = body.get("model") if isinstance(body.get("model"), str) else None
     if mode == "compact" and plan.span and plan.marker_index is not None:
         plan = await with_summary(plan, body, request, state, ex, api)
@@ -87,6 +90,13 @@ async def serve(request: Request, api: Api) -> Response:
             too_large_message(body, report, window.served), headers=dict(ex.extra_headers)
         )
     messages = plan.messages if plan.changed else api.fmt.conversation(body)
+    # The originals behind the refs are kept before anything goes upstream, so every ref the
+    # model may ask for is there; the tool goes with the messages that name them.
+    if plan.refs:
+        await keep(state.retrieval, plan, api.fmt.dialect)
+        ex.fields["refs"] = len(plan.refs)
+    if plan.retrieval_tool:
+        body = api.fmt.with_retrieval_tool(body)
     stream = wire.is_stream(body)
     changed = plan.changed
     content = None
@@ -121,6 +131,10 @@ async def serve(request: Request, api: Api) -> Response:
                 return await ex.answer_buffered(resp, error)
             if mode == "compact" and retry.span and retry.marker_index is not None:
                 retry = await with_summary(retry, body, request, state, ex, api)
+            if retry.refs:
+                await keep(state.retrieval, retry, api.fmt.dialect)
+            if unwanted_tool(retry, wanted).retrieval_tool:
+                body = api.fmt.with_retrieval_tool(body)
             ex.extra_headers = [*shrink_headers(retry.report), ("x-shrink-retried", "overflow")]
             # The log line and metrics describe the plan that was sent, not the refused one.
             ex.fields.update(
@@ -217,7 +231,9 @@ async def with_summary(
     counter = api.fmt.counter(state.tokenizers.for_model(model))
     i = plan.marker_index
     assert i is not None
-    messages = apply_summary(plan.messages, i, outcome.text, settings.summary_role, api.fmt.dialect)
+    messages = apply_summary(
+        plan.messages, i, outcome.text, settings.summary_role, api.fmt.dialect, plan.span_ref
+    )
     grown = counter.count_message(messages[i]) - counter.count_message(plan.messages[i])
     if report.tokens_after + grown > report.budget:
         report.notes.append("the summary did not fit; the trim marker was kept")
@@ -236,6 +252,15 @@ async def with_summary(
     )
     report.tokens_after += grown
     return dataclasses.replace(plan, messages=messages)
+
+
+def unwanted_tool(plan: Plan, wanted: bool) -> Plan:
+    """The plan without the retrieval tool when the client turned it off (its room, planned
+    either way so that no cut moves, stays unused and is not counted)."""
+    if plan.retrieval_tool and not wanted:
+        plan.retrieval_tool = False
+        plan.report.tokens_after -= plan.tool_tokens
+    return plan
 
 
 def held_upstream(report: Report) -> bool:

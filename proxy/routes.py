@@ -22,6 +22,7 @@ from proxy.inbound import (
     state_of,
 )
 from proxy.planner import guess_model
+from proxy.retrieval.http import retrieve
 from proxy.transport import failure_name
 
 __all__ = ["authorize", "router", "state_of"]
@@ -140,6 +141,11 @@ def preview_api(request: Request) -> Api:
     if asked == "responses":
         return RESPONSES_API
     return CHAT_API
+
+
+@router.get("/v1/retrieve/{ref}")
+async def retrieve_ref(request: Request, ref: str) -> Response:
+    return await retrieve(request, ref)
 
 
 @router.api_route("/v1/{path:path}", methods=ALL_METHODS)

@@ -107,10 +107,11 @@ class Shrinker:
             facts_window_share=settings.facts_window_share,
             facts_min_tokens=settings.facts_min_tokens,
             cut_latest_user=settings.cut_latest_user,
+            retrieve=settings.retrieve,
         )
-        # After a pipeline error: no stage-1 compaction and no facts (see _fallback).
+        # After a pipeline error: no stage-1 compaction, no facts, no refs (see _fallback).
         self.safe_policy = dataclasses.replace(
-            self.policy, tool_max_tokens=UNLIMITED, facts_tokens=0, mode="trim"
+            self.policy, tool_max_tokens=UNLIMITED, facts_tokens=0, mode="trim", retrieve=False
         )
         self.memo = CompactMemo(4096, int(settings.memo_mb * 1_000_000))
         # Worker processes share the machine's cores: each counts ahead only on its share.
@@ -266,18 +267,22 @@ class Shrinker:
         limit = self.policy.tool_limit(budget.window)
         messages = fmt.conversation(body)
         texts = [] if mode == "off" or not ahead else tool_texts(messages, limit, fmt.dialect)
+        # Room for the retrieval tool, whether or not it is added: the plan is then the same
+        # with it and without it (a client turning it off per request moves no cut).
+        tool = fmt.tool_room(body, tokens) if self.policy.retrieve and mode != "off" else 0
         with self.ahead.planning(tokens, texts):
-            return shrink(
+            plan = shrink(
                 messages,
                 budget=budget,
                 counter=counter or CallCounter(fmt.counter(tokens)),
                 policy=self.policy,
                 mode=mode,
-                fixed_tokens=fmt.fixed_tokens(body, tokens),
+                fixed_tokens=fmt.fixed_tokens(body, tokens) + tool,
                 memo=self.memo,
                 work=self._work,
                 dialect=fmt.dialect,
             )
+        return with_tool(plan, tool)
 
     def _degraded(
         self,
@@ -438,7 +443,10 @@ class Shrinker:
         its counts and still have its tool results to compact again: as costly as new text
         (bench/overhead's large body after 128 cold ones had evicted it: 45 ms inline)."""
         texts = tool_texts(messages, limit, fmt.dialect)
-        return sum(len(t) for t in texts if compact_key(t, limit, counter) not in self.memo)
+        retrieve = self.policy.retrieve
+        return sum(
+            len(t) for t in texts if compact_key(t, limit, counter, retrieve) not in self.memo
+        )
 
     def _look_up(
         self, messages: list[Any], model: str | None, fmt: WireFormat = CHAT_WIRE
@@ -460,6 +468,21 @@ class Shrinker:
             if new_chars >= THREAD_THRESHOLD:
                 break
         return counter, new_chars
+
+
+def with_tool(plan: Plan, tool: int) -> Plan:
+    """The plan's figures once it is known whether the retrieval tool (`tool` tokens, planned
+    for) goes with it: only when the shrunk messages name a ref, and never to make the request
+    larger than the client's. The client sent no such tool: its figure is not counted before."""
+    if not tool:
+        return plan
+    report = plan.report
+    report.tokens_before -= tool
+    if plan.refs and plan.changed and report.tokens_after < report.tokens_before:
+        plan.retrieval_tool, plan.tool_tokens = True, tool
+    else:
+        report.tokens_after -= tool
+    return plan
 
 
 class TimeBudget:

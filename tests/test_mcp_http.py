@@ -153,3 +153,33 @@ def test_the_mcp_sdk_is_loaded_by_the_first_mcp_request_only(tmp_path: Path):
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "200", "True", "200"]
+
+
+def test_read_output_reads_back_the_hashes_in_markers_from_tools_and_proxied_requests(
+    start_proxy, upstream
+):
+    from proxy.pipeline.refs import refs_in
+    from tests.test_shrink_http import BIG_LOG
+    from tests.test_shrink_http import conversation as chat
+
+    url = start_proxy(tool_max_tokens=256)
+    r = httpx.post(url + "/v1/chat/completions", json={"model": "m", "messages": chat(1, BIG_LOG)})
+    (proxied,) = refs_in(upstream.last.json()["messages"][3]["content"])
+
+    async def scenario():
+        async with http_session(url, None) as session:
+            text, page = await call(session, "read_output", output_ref=proxied, grep="no matching")
+            assert page["matches"] == 1 and "No matching distribution" in text
+            messages = conversation()
+            _, trimmed = await call(
+                session, "trim_context", messages=messages, context_window=4096, keep_last=6
+            )
+            marker = next(m["content"] for m in trimmed["messages"] if "earlier" in m["content"])
+            (span,) = refs_in(marker.splitlines()[0])
+            text, page = await call(session, "read_output", output_ref=span, end_line=3)
+            assert page["end_line"] == 3 and text.count("\n") >= 3
+            text, gone = await call(session, "read_output", output_ref="ab" * 12)
+            assert gone["status"] == "expired" and "not held" in text
+
+    assert r.status_code == 200
+    anyio.run(scenario)

@@ -136,7 +136,9 @@ def test_a_shrunk_request_nested_past_orjson_s_limit_is_still_sent(
     )
     assert got["messages"][-1] == sent["messages"][-1] and len(got["messages"]) < len(msgs)
     if route != "/v1/shrink":
-        assert got.get("tools") == sent.get("tools")
+        # The client's tools as sent (the proxy's retrieval tool, when the messages name a ref,
+        # after them: proxy.retrieval).
+        assert got.get("tools", [])[: len(sent.get("tools", []))] == sent.get("tools", [])
 
 
 def test_a_shrunk_request_too_deep_for_any_encoder_is_a_clear_400(

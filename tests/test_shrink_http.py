@@ -78,7 +78,8 @@ def test_oversized_tool_result_is_compacted_and_fields_kept(start_proxy, upstrea
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_0"
     assert "omitted by shrink-proxy" in tool["content"]
     assert "ERROR: No matching distribution found for requests==2.99.0" in tool["content"]
-    assert tool["content"].rstrip().endswith("[exit code: 1]")
+    *shown, ref = tool["content"].rstrip().splitlines()
+    assert shown[-1] == "[exit code: 1]" and "Retrieve more: hash=" in ref
     assert r.headers["x-shrink-actions"] == "tools:1"
     before, after = (
         int(r.headers["x-shrink-tokens-before"]),

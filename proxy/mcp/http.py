@@ -94,7 +94,7 @@ class McpEndpoint:
             assert state is not None, "the lifespan has not run"
             context = Context(state.settings, state.shrinker, state.tokenizers, state.summarizer)
             store = build_store(state.settings)
-            self._engine = Engine(state.settings, store, context)
+            self._engine = Engine(state.settings, store, context, refs=state.retrieval)
         return self._engine
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -14,7 +14,7 @@ import os
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -28,7 +28,13 @@ from proxy.errors import ProxyError
 from proxy.mcp import output, runner
 from proxy.mcp.context import Context
 from proxy.mcp.store import OutputGone, OutputStore
+from proxy.pipeline import Plan
+from proxy.pipeline.refs import REF_RE
+from proxy.retrieval.keep import keep
+from proxy.retrieval.pages import Output, Page, read_page
+from proxy.retrieval.store import Gone, MemoryStore, Store
 from proxy.settings import Settings
+from proxy.wire.formats import FORMATS
 
 INSTRUCTIONS = "shrink-proxy keeps your context small without losing what matters.\n"
 COMMANDS = """
@@ -49,7 +55,8 @@ oldest turns at a stable cut (system prompt, tool-call pairs and the last messag
 dropped turns' key lines listed under a marker); compact_context does the same and replaces \
 the marker with a summary: pass your own `summary` of the dropped turns (ask for \
 include_transcript to get them rendered), or leave it to the server's summarizer if one is \
-configured.
+configured. What a marker naming `Retrieve more: hash=<24 hex>` stands for is kept: \
+read_output reads it back given that hash as output_ref.
 """
 
 
@@ -96,6 +103,9 @@ class Engine:
     store: OutputStore
     context: Context
     workspace: str = ""
+    # The originals behind the hashes in the markers trim_context and compact_context write
+    # (the proxy's own store on /mcp: a hash from a proxied request reads back here too).
+    refs: Store = field(default_factory=MemoryStore)
 
     def __post_init__(self) -> None:
         self.workspace = os.path.realpath(self.settings.mcp_workspace or os.getcwd())
@@ -152,7 +162,13 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
 
     @server.tool(annotations=read_only)
     async def read_output(
-        output_ref: Annotated[str, Field(description="The output_ref run_compact_command gave.")],
+        output_ref: Annotated[
+            str,
+            Field(
+                description="The output_ref run_compact_command gave, or the hash a "
+                "`Retrieve more: hash=` marker names."
+            ),
+        ],
         start_line: Annotated[int, Field(ge=1, description="First line to return (1-based).")] = 1,
         end_line: Annotated[int | None, Field(ge=1, description="Last line (inclusive).")] = None,
         grep: Annotated[
@@ -164,18 +180,22 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
         lines matching grep (numbered). Use it for what a marker in the compacted view hid."""
         engine = engine_of()
         s = engine.settings
+        bounds = {"max_lines": s.mcp_page_lines, "max_bytes": s.mcp_page_bytes}
+        page: Page
         try:
-            page = await anyio.to_thread.run_sync(
-                lambda: engine.store.read(
-                    output_ref,
-                    start_line,
-                    end_line,
-                    grep,
-                    max_lines=s.mcp_page_lines,
-                    max_bytes=s.mcp_page_bytes,
+            if REF_RE.fullmatch(f"hash={output_ref.strip().lower()}"):
+                ref = output_ref.strip().lower()  # a `Retrieve more: hash=` marker's
+                text = await engine.refs.get(ref)
+                page = await anyio.to_thread.run_sync(
+                    lambda: read_page(
+                        Output(ref, "", text, 0.0), start_line, end_line, grep, **bounds
+                    )
                 )
-            )
-        except OutputGone as exc:
+            else:
+                page = await anyio.to_thread.run_sync(
+                    lambda: engine.store.read(output_ref, start_line, end_line, grep, **bounds)
+                )
+        except (OutputGone, Gone) as exc:
             return _error(str(exc), {"status": "expired", "output_ref": output_ref})
         data = page.as_dict()
         head = f"lines {page.start_line}-{page.end_line} of {page.total_lines}"
@@ -218,13 +238,19 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
         """Shrink a conversation to fit: oversized tool results compacted, then the oldest
         turns dropped at a stable cut, their key lines listed under a marker. Returns the
         messages to send and the report."""
-        ctx = engine_of().context
+        engine = engine_of()
+        ctx = engine.context
         args = (messages, model, context_window, max_tokens, keep_last, wire, system)
+        plans: list[Plan] = []
 
         def trim() -> dict[str, Any]:
-            return ctx.result(ctx.plan("trim", *args), model)
+            plans.append(ctx.plan("trim", *args))
+            return ctx.result(plans[0], model)
 
-        return await _planned(trim)
+        result = await _planned(trim)
+        if plans:
+            await keep(engine.refs, plans[0], FORMATS[wire].dialect)
+        return result
 
     @server.tool(annotations=read_only)
     async def compact_context(
@@ -244,12 +270,14 @@ def build_server(engine_of: Callable[[], Engine], allow_exec: bool) -> MCPServer
     ) -> CallToolResult:
         """As trim_context, with the dropped turns replaced by a summary: the one you pass, or
         the configured summarizer's, or none (plan only: the marker and its key lines stay)."""
-        ctx = engine_of().context
+        engine = engine_of()
+        ctx = engine.context
         args = (messages, model, context_window, max_tokens, keep_last, wire, system)
         try:
             plan = await anyio.to_thread.run_sync(lambda: ctx.plan("compact", *args))
         except ProxyError as exc:
             return _error(exc.message, {"status": "invalid"})
+        await keep(engine.refs, plan, FORMATS[wire].dialect)
         data = await ctx.summarize(plan, model, summary, include_transcript, wire)
         return _result(orjson.dumps(data).decode(), data)
 

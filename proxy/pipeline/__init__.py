@@ -11,11 +11,14 @@ counter and an optional memo for stage 1; neither changes results, only their co
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.pipeline import keys
+import orjson
+
+from proxy.pipeline import keys, refs
 from proxy.pipeline.budget import Budget, compute_budget
 from proxy.pipeline.compact import Compacted, compact_text
 from proxy.pipeline.dialect import CHAT, Dialect
@@ -59,6 +62,14 @@ class Plan:
     # marker with a summary of the span (compact mode).
     span: list[Message] = field(default_factory=list)
     marker_index: int | None = None
+    # The originals behind the refs the shrunk messages name (policy.retrieve), in the order
+    # met: a tool text as sent, or a dropped span's messages as sent (the edge renders them).
+    refs: dict[str, str | list[Message]] = field(default_factory=dict)
+    span_ref: str | None = None  # the ref of `span`, which a summary replacing the marker names
+    # Whether the edge adds the format's retrieval tool to the request (proxy.shrinker), and
+    # what it costs (counted in report.tokens_after).
+    retrieval_tool: bool = False
+    tool_tokens: int = 0
 
 
 @dataclass
@@ -81,6 +92,9 @@ class _Context:
     # keys.prefixes of the messages as sent (stage 1 leaves their number and order alone)
     floor_chain: list[bytes] | None = None
     dialect: Dialect = CHAT
+    sent: list[Message] = field(default_factory=list)  # the messages as sent
+    refs: dict[str, str | list[Message]] = field(default_factory=dict)
+    span_ref: str | None = None
 
 
 def shrink(
@@ -125,6 +139,7 @@ def shrink(
         )
         ctx.work = work
     ctx.dialect = dialect
+    ctx.sent = messages
     if memo is not None:
         ctx.floor_chain = keys.prefixes(messages, counter.key_of)
     out = list(messages)
@@ -149,7 +164,15 @@ def shrink(
     report.fits = after <= budget.prompt
     if not changed:
         return Plan(messages=messages, report=report, changed=False)
-    return Plan(out, report, True, span=_as_sent(ctx, messages), marker_index=ctx.marker_index)
+    return Plan(
+        out,
+        report,
+        True,
+        span=_as_sent(ctx, messages),
+        marker_index=ctx.marker_index,
+        refs=ctx.refs,
+        span_ref=ctx.span_ref,
+    )
 
 
 def _as_sent(ctx: _Context, messages: list[Message]) -> list[Message]:
@@ -250,9 +273,12 @@ class _Stage1Edit:
 
     def __call__(self, text: str) -> str | None:
         ctx = self.ctx
-        done = _compact(text, self.limit, ctx.counter, ctx.memo, ctx.work, self.cut)
+        retrieve = ctx.policy.retrieve
+        done = _compact(text, self.limit, ctx.counter, ctx.memo, ctx.work, self.cut, retrieve)
         if done is None:
             return None
+        if retrieve and done.ref:
+            ctx.refs[done.ref] = text
         self.before += done.tokens_before
         self.after += done.tokens_after
         return done.text
@@ -294,9 +320,9 @@ def tool_texts(messages: list[Message], limit: int, dialect: Dialect = CHAT) -> 
     ]
 
 
-def compact_key(text: str, limit: int, counter: CallCounter) -> Hashable:
+def compact_key(text: str, limit: int, counter: CallCounter, retrieve: bool = False) -> Hashable:
     """The stage-1 memo's key for a tool text (the edge looks it up to tell warm from cold)."""
-    return ("tool", counter.name, counter.text_key(text), limit)
+    return ("tool", counter.name, counter.text_key(text), limit, retrieve)
 
 
 def _compact(
@@ -306,14 +332,16 @@ def _compact(
     memo: CompactMemo | None,
     work: Budgeter | None = None,
     cut: list[bool] | None = None,
+    retrieve: bool = False,
 ) -> Compacted | None:
     """Stage 1 of one text, memoized; `work` gives it a budget (`proxy.pipeline.work`): spent,
     the text is cut head+tail instead (remembered too, so the next turn cuts it alike), and
-    `cut` is told."""
+    `cut` is told. `retrieve`: the result ends with the ref of the whole text (its footer
+    fitted within `limit`)."""
     # Tokens never exceed UTF-8 bytes, so a short text needs no count at all.
     if len(text) <= limit and len(text.encode()) <= limit:
         return None
-    key = compact_key(text, limit, counter) if memo is not None else None
+    key = compact_key(text, limit, counter, retrieve) if memo is not None else None
     if memo is not None:
         try:
             done: Compacted | None = memo[key]
@@ -323,14 +351,33 @@ def _compact(
             if done is not None and done.kind == "cut" and cut is not None:
                 cut.append(True)
             return done
+    ref = None
+    room = limit
+    if retrieve:
+        ref = refs.text_ref(text)
+        lines = text.count("\n") + 1
+        # What names the ref costs room: inside the last note of a JSON text (see below), else
+        # a footer line.
+        note = refs.json_note(ref) if text[:64].lstrip()[:1] in ("[", "{") else None
+        room = max(1, limit - counter.count_text(note or refs.footer(ref, lines)) - 1)
     try:
-        done = compact_text(text, limit, counter.count_text, work(len(text)) if work else None)
+        done = compact_text(text, room, counter.count_text, work(len(text)) if work else None)
     except WorkExceeded:
         before = counter.count_text(text)
-        out = shrink_text_head_tail(text, limit, counter.count_text)
+        out = shrink_text_head_tail(text, room, counter.count_text)
         done = Compacted(out, "cut", before, counter.count_text(out), 0)
         if cut is not None:
             cut.append(True)
+    if done is not None and ref is not None:
+        if done.tokens_before <= limit:
+            done = None  # it fits as it is: the room was only for the footer
+        else:
+            # JSON stays JSON: the ref goes inside its last note (shorter than the footer).
+            inside = refs.in_json(done.text, ref) if done.kind == "json" else None
+            named = inside or f"{done.text}\n{refs.footer(ref, lines)}"
+            done = dataclasses.replace(
+                done, text=named, tokens_after=counter.count_text(named), ref=ref
+            )
     if memo is not None:
         memo[key] = done
     return done
@@ -361,11 +408,17 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         chain=chain,
         floor_chain=ctx.floor_chain,
         dialect=ctx.dialect,
+        span_ref=_span_refs(ctx) if ctx.policy.retrieve else None,
     )
     if notes is not None:
         notes.save()
     if result is None:
         return messages
+    if result.dropped_messages and ctx.policy.retrieve:
+        p = pinned_count(messages, ctx.dialect)
+        ref = _span_refs(ctx)(p, result.cut)
+        ctx.refs[ref] = ctx.sent[p : result.cut]
+        ctx.span_ref = ref
     if result.note:
         report.count("facts", result.note.count("\n- "))
     if result.dropped_messages and not result.shrunk:
@@ -402,6 +455,21 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         report.count("user_cut")
         report.notes.append("the latest user message alone did not fit: its middle was cut")
     return result.messages
+
+
+def _span_refs(ctx: _Context) -> Callable[[int, int], str]:
+    """The ref of the sent messages [start:end], from the chain of their keys (built here when
+    the memo did not need one, or by a message's JSON when the counter keys none)."""
+    chain = ctx.floor_chain
+    if chain is None:
+        chain = keys.prefixes(ctx.sent, ctx.counter.key_of) or keys.prefixes(ctx.sent, _json_key)
+        ctx.floor_chain = chain
+    assert chain is not None
+    return lambda start, end: refs.span_ref(chain, start, end)
+
+
+def _json_key(message: Message) -> bytes:
+    return keys.digest(b"msg", orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
 
 
 def facts_room(policy: Policy, window: int) -> int:

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
 
-from proxy.pipeline.compact.markers import SIGNATURE
+from proxy.pipeline.compact.markers import MARKER_RE, SIGNATURE
 from proxy.pipeline.compact.outline import is_commit_log
 from proxy.pipeline.compact.scoring import shape
 from proxy.pipeline.dialect import CHAT, Dialect
@@ -128,15 +128,48 @@ def _clip(text: str) -> str:
     return _clip_whole(text)[0]
 
 
+# A test runner's failure line, `FAILED <test id> - <ExceptionType>: <message>` (pytest's short
+# summary). Its head alone loses the exception when the id is long (parametrized tests): the
+# id's middle goes instead, and the message is what is left of the room. Anchored, and `\S+`
+# cannot cross the " - " it needs: linear.
+_FAILED = re.compile(r"(FAILED|ERROR) (\S+) - ([A-Za-z_][\w.]*)(:?)")
+_MESSAGE_ROOM = 48  # characters of the message kept when the id must be cut to make room
+
+
+def _clip_failed(text: str, m: re.Match[str]) -> str:
+    verdict, test, exc, colon = m.groups()
+    fixed = len(verdict) + 4 + len(exc) + len(colon)
+    room = MAX_FACT_CHARS - fixed - _MESSAGE_ROOM
+    if len(test) > room:
+        keep = max(room - 1, 8)
+        test = f"{test[: keep * 2 // 3]}…{test[len(test) - keep // 3 :]}"
+    out = f"{verdict} {test} - {exc}{colon}"
+    rest = text[m.end() :]
+    return out + rest[: max(0, MAX_FACT_CHARS - len(out))]
+
+
 def _clip_whole(text: str) -> tuple[str, bool]:
     """_clip(text), and whether that is the whole line: not clipped, no elision of stage 1's
     inside (the only facts that hold its signature are lines it cut in the middle)."""
     text = normalise(text)
     if len(text) <= MAX_FACT_CHARS:
         return text, SIGNATURE not in text
+    failed = _FAILED.match(text)
+    if failed is not None:
+        return _clip_failed(text, failed), False
     head = text[:MAX_FACT_CHARS]
     space = head.rfind(" ")
     return (head[:space] if space > MAX_FACT_CHARS * 0.6 else head), False
+
+
+_OWN_LINE = re.compile(rf"(?m)^[ \t]*(?:{MARKER_RE.pattern})[ \t]*$")
+
+
+def _unmarked(text: str) -> str:
+    """The text without stage 1's notes on lines of their own: their counts ("412 lines",
+    "9,310 tokens") and refs are ours, never a fact, and would take the room of the program's
+    own lines. A note inside a line (its middle cut) stays: it says the line is not whole."""
+    return _OWN_LINE.sub("", text) if SIGNATURE in text else text
 
 
 def _scan_window(text: str) -> str:
@@ -236,7 +269,7 @@ def _facts(message: Any, dialect: Dialect = CHAT) -> dict[str, Iterable[str]]:
     are iterators that scan the texts as they are read, since a caller may need only their first
     few facts."""
     found: dict[str, Iterable[str]] = {c: [] for c in CATEGORIES}
-    texts = [_scan_window(t) for t in dialect.plain_texts(message)]
+    texts = [_unmarked(_scan_window(t)) for t in dialect.plain_texts(message)]
     last_text, last_errors = -1, []
     if dialect.is_result(message) and texts:
         # The last text is read once, for the verdict and for the error lines. A `git log`'s

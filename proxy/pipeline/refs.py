@@ -33,13 +33,28 @@ def span_ref(chain: Sequence[bytes], start: int, end: int) -> str:
     return hashlib.sha256(b"ref-span\0" + chain[start] + chain[end]).hexdigest()[:HEX]
 
 
-def footer(ref: str, lines: int, tokens: int) -> str:
-    """The last line of a compacted tool result: where the rest of it is."""
+def footer(ref: str, lines: int) -> str:
+    """The last line of a compacted tool result: where the whole of it is."""
     noun = "line" if lines == 1 else "lines"
-    return (
-        f"[... the full output ({lines:,} {noun}, {tokens:,} tokens) is kept by shrink-proxy. "
-        f"Retrieve more: hash={ref} ...]"
-    )
+    return f"[... {lines:,} {noun} in all, kept by shrink-proxy. Retrieve more: hash={ref} ...]"
+
+
+def in_json(text: str, ref: str) -> str | None:
+    """A compacted JSON text with the ref inside its last omission note (a JSON string, which
+    plain ASCII without quotes or backslashes keeps valid), so it still parses; None when it
+    holds no note."""
+    at = text.rfind(_JSON_NOTE)
+    if at < 0:
+        return None
+    end = at + len(_JSON_NOTE) - len(" ...")
+    return f"{text[:end]}{json_note(ref)}{text[end:]}"
+
+
+def json_note(ref: str) -> str:
+    return f"; Retrieve more: hash={ref}"
+
+
+_JSON_NOTE = " omitted by shrink-proxy ..."
 
 
 def span_note(ref: str) -> str:

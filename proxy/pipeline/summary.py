@@ -49,7 +49,8 @@ FACTS_TITLE = "Facts kept verbatim:"
 _HEADER = re.compile(r"^\[shrink-proxy: summary of [\d,]+ earlier messages?\]\n")
 _MARKER = re.compile(
     r"^\[shrink-proxy: [\d,]+ earlier messages? \([\d,]+ tokens\) omitted to fit the context "
-    r"window\](?:$|\n)"  # stage 2 may have listed the span's key facts below the marker line
+    r"window(?:\. Retrieve more: hash=[0-9a-f]{24})?\](?:$|\n)"  # stage 2 may have listed the
+    # span's key facts below the marker line
 )
 _THINK = re.compile(r"<think>.*?</think>|^\s*<think>.*", re.S)
 
@@ -82,7 +83,7 @@ def _arguments(raw: Any) -> str:
         return ""
     try:
         return orjson.dumps(orjson.loads(raw)).decode()
-    except orjson.JSONDecodeError:
+    except (orjson.JSONDecodeError, TypeError):  # TypeError: deeper than orjson writes
         return raw
 
 
@@ -136,6 +137,11 @@ def _level(sizes: list[int], room: int) -> int:
         else:
             high = mid - 1
     return low
+
+
+def full_transcript(span: Sequence[Message], dialect: Dialect = CHAT) -> str:
+    """The span whole, in `render_transcript`'s lines: what a dropped span's ref keeps."""
+    return "\n".join(prefix + body for prefix, body in _entries(span, dialect))
 
 
 def render_transcript(span: Sequence[Message], max_chars: int, dialect: Dialect = CHAT) -> str:
@@ -290,9 +296,15 @@ def marker_position(messages: Sequence[Message], dialect: Dialect = CHAT) -> int
 
 
 def apply_summary(
-    messages: list[Message], marker_index: int, text: str, role: str, dialect: Dialect = CHAT
+    messages: list[Message],
+    marker_index: int,
+    text: str,
+    role: str,
+    dialect: Dialect = CHAT,
+    ref: str | None = None,
 ) -> list[Message]:
-    """`messages` with the trim marker at `marker_index` replaced by the summary `text`.
+    """`messages` with the trim marker at `marker_index` replaced by the summary `text`;
+    `ref`: the span's (proxy.pipeline.refs), named after it, where the model can read it back.
 
     A new list; every other message is the same object. Raises ValueError when the message at
     `marker_index` is not a trim marker (the caller's plan and messages disagree).
@@ -301,5 +313,10 @@ def apply_summary(
     if not isinstance(content, str) or not _MARKER.match(content):
         raise ValueError(f"message {marker_index} is not a shrink-proxy trim marker")
     out = list(messages)
+    if ref is not None:
+        text = (
+            f"{text}\n[... the messages summarised are kept by shrink-proxy. "
+            f"Retrieve more: hash={ref} ...]"
+        )
     out[marker_index] = dialect.marker(role, text)
     return out

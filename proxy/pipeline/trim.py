@@ -30,6 +30,7 @@ from proxy.pipeline import keys
 from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.last_resort import last_resort
 from proxy.pipeline.last_resort import shrink_text_head_tail as shrink_text_head_tail
+from proxy.pipeline.refs import span_note
 from proxy.pipeline.types import Message, Policy
 from proxy.pipeline.units import group_units, pinned_count
 
@@ -68,12 +69,14 @@ class TrimResult:
     user_cut: int | None = None  # the latest user message's index, when stage 3 cut it too
 
 
-def omitted_marker_text(messages: int, tokens: int) -> str:
-    """The one wording of the marker that stands in for dropped history."""
+def omitted_marker_text(messages: int, tokens: int, ref: str | None = None) -> str:
+    """The one wording of the marker that stands in for dropped history; `ref`: the span's
+    (proxy.pipeline.refs), where the model can read it back."""
     noun = "message" if messages == 1 else "messages"
+    where = f".{span_note(ref)}" if ref is not None else ""
     return (
         f"[shrink-proxy: {messages:,} earlier {noun} ({tokens:,} tokens) omitted "
-        "to fit the context window]"
+        f"to fit the context window{where}]"
     )
 
 
@@ -239,6 +242,7 @@ def trim_history(
     chain: Sequence[bytes] | None = None,
     floor_chain: Sequence[bytes] | None = None,
     dialect: Dialect = CHAT,
+    span_ref: Callable[[int, int], str] | None = None,
 ) -> TrimResult | None:
     """Drop the oldest history at a sticky cut so the messages fit `budget`; None if they fit.
 
@@ -264,7 +268,9 @@ def trim_history(
     request of the conversation was sent with, and a later request never cuts in front of it:
     its replay resumes from that cut at its own budget, so the cut only moves forward.
     `floor_chain` names the prefixes of the messages as the client sent them (before stage 1,
-    whose cuts depend on the window): default `chain`.
+    whose cuts depend on the window): default `chain`. `span_ref(start, end)`: the ref of the
+    dropped messages, named in the marker (proxy.pipeline.refs); a pure function of the span
+    as sent, so a cut that stays keeps its marker byte for byte.
     """
     counts = [count(m) for m in messages]
     total = sum(counts)
@@ -302,7 +308,8 @@ def trim_history(
         tokens = pinned_tokens + carried_tokens + history_tokens - sums[b]
         marker = None
         if n_dropped:
-            text = omitted_marker_text(n_dropped, t_dropped)
+            ref = span_ref(p, k) if span_ref is not None else None
+            text = omitted_marker_text(n_dropped, t_dropped, ref)
             marker = dialect.marker(policy.marker_role, text)
             tokens += count(marker)
         return n_dropped, t_dropped, carried, marker, tokens

@@ -72,6 +72,9 @@ class Policy:
     # 51 tokens, one or two lines, too few to hold the version chosen at the first step and
     # the last test verdict. 100 is what 8k's share gives (102), so 8k and 16k are unchanged.
     facts_min_tokens: int = 100
+    # Every elision names the content hash of its original (proxy.pipeline.refs), which the
+    # edge keeps in a store: the model can read it back. Off: markers as they were.
+    retrieve: bool = False
 
     def trim_target(self, budget: int) -> int:
         """The most tokens a moved cut keeps of a `budget`-token request (see trim_step)."""

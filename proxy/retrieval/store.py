@@ -30,6 +30,11 @@ class Store(Protocol):
         """The text of `ref`; raises Gone."""
         ...
 
+    def holds(self, ref: str) -> bool:
+        """Whether the store surely holds `ref` for a while yet, without I/O (a ref it holds is
+        refreshed, as a put would): the edge puts only the refs it does not."""
+        ...
+
     def info(self) -> dict[str, int]:
         """Figures for /metrics: entries, chars, hits, misses, evicted."""
         ...
@@ -57,6 +62,19 @@ class MemoryStore:
 
     def __contains__(self, ref: str) -> bool:
         return ref in self._texts
+
+    def holds(self, ref: str) -> bool:
+        hit = self._texts.pop(ref, None)
+        if hit is None:
+            return False
+        self._texts[ref] = (hit[0], self.clock())
+        return True
+
+    def peek(self, ref: str) -> str | None:
+        """The text if held, counting and refreshing nothing (proxy.retrieval.redis writes it
+        to Redis again when Redis lost it)."""
+        hit = self._texts.get(ref)
+        return None if hit is None else hit[0]
 
     def put_sync(self, items: Mapping[str, str]) -> None:
         now = self.clock()

@@ -15,6 +15,7 @@ from proxy.pipeline.anthropic import ANTHROPIC, TOKENS_PER_MESSAGE
 from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.responses import RESPONSES
 from proxy.pipeline.types import Mode
+from proxy.retrieval.tool import CHAT_TOOL
 from proxy.tokens import ShapedCount, ShapedCounter, TokenCounter
 from proxy.wire import parse_chat, requested_completion_tokens
 from proxy.wire.anthropic import parse_messages, system_text
@@ -36,6 +37,9 @@ class WireFormat:
     reserve_keys: tuple[str, ...] = ("max_completion_tokens", "max_tokens")
     # Whether a request continues history held by the server, which the proxy does not see.
     held: Callable[[dict[str, Any]], bool] | None = None
+    # The tool the proxy answers in flight (proxy.retrieval), in this format's shape: added to
+    # a request that carries tools and whose shrunk messages name a ref. None: not offered.
+    retrieval_tool: dict[str, Any] | None = None
 
     def plan_mode(self, body: dict[str, Any], mode: Mode) -> tuple[Mode, bool]:
         """(the mode to plan `body` in, whether its history is held upstream): a request whose
@@ -63,6 +67,19 @@ class WireFormat:
         """The counter of this format's messages with `tokens`' encoding and cache."""
         return ShapedCounter(tokens, cast(ShapedCount, self.dialect)) if self.shaped else tokens
 
+    def tool_room(self, body: dict[str, Any], tokens: TokenCounter) -> int:
+        """Tokens the retrieval tool would add to `body`: 0 when it is not offered there (no
+        tool of the client's: not an agent; or a format without one)."""
+        tools = body.get("tools")
+        if self.retrieval_tool is None or not isinstance(tools, list) or not tools:
+            return 0  # a junk `tools` is the backend's to refuse, as sent
+        return tokens.count_tools([self.retrieval_tool])
+
+    def with_retrieval_tool(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`body` with the retrieval tool after the client's own (which stay as sent)."""
+        assert self.retrieval_tool is not None
+        return {**body, "tools": [*body["tools"], self.retrieval_tool]}
+
     def fixed_tokens(self, body: dict[str, Any], tokens: TokenCounter) -> int:
         """Tokens of what is sent whole beside the messages: tool definitions, `system`."""
         n = tokens.count_tools(body.get("tools"))
@@ -71,7 +88,9 @@ class WireFormat:
         return n
 
 
-CHAT_WIRE = WireFormat("chat", CHAT, parse_chat, shaped=False, system_field=None)
+CHAT_WIRE = WireFormat(
+    "chat", CHAT, parse_chat, shaped=False, system_field=None, retrieval_tool=CHAT_TOOL
+)
 ANTHROPIC_WIRE = WireFormat(
     "anthropic", ANTHROPIC, parse_messages, shaped=True, system_field="system", reserve_share=4
 )

@@ -17,10 +17,12 @@ from typing import Any
 
 import orjson
 
+from proxy.pipeline.compact.markers import MARKER_RE, SIGNATURE
 from proxy.pipeline.compact.outline import is_commit_log
 from proxy.pipeline.facts import (
     _BACKTICK,
     _DOLLAR,
+    _FAILED,
     _FILENAME,
     _NAMED_FILES,
     _NOT_IDENTIFIERS,
@@ -29,6 +31,7 @@ from proxy.pipeline.facts import (
     _TRAILING,
     _URL,
     _VERSION,
+    _clip_failed,
     _rare_first,
 )
 from proxy.pipeline.json_outcomes import failure_lines
@@ -93,9 +96,19 @@ def _clip(text: str) -> str:
     text = normalise(text)
     if len(text) <= MAX_FACT_CHARS:
         return text
+    if (failed := _FAILED.match(text)) is not None:
+        return _clip_failed(text, failed)
     head = text[:MAX_FACT_CHARS]
     space = head.rfind(" ")
     return head[:space] if space > MAX_FACT_CHARS * 0.6 else head
+
+
+def _unmarked(text: str) -> str:
+    """Lines that are one of our markers, emptied (their numbers are never facts)."""
+    if SIGNATURE not in text:
+        return text
+    lines = text.split("\n")
+    return "\n".join("" if MARKER_RE.fullmatch(x.strip(" \t")) else x for x in lines)
 
 
 def _scan_window(text: str) -> str:
@@ -267,7 +280,7 @@ def _command(value: Any) -> str | None:
 def _candidates(message: Any) -> dict[str, list[str]]:
     """Every fact of one message by category, in order of appearance (duplicates included)."""
     found: dict[str, list[str]] = {c: [] for c in CATEGORIES}
-    texts = [_scan_window(t) for t in _texts(message)]
+    texts = [_unmarked(_scan_window(t)) for t in _texts(message)]
     failures: list[str] = []  # the last text's JSON failures: error lines after its own
     last = len(texts) - 1
     tool = message.get("role") in ("tool", "function") and bool(texts)

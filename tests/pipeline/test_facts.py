@@ -620,3 +620,16 @@ def test_source_quoted_under_a_diagnostic_is_not_an_error_fact() -> None:
     assert "F821 Undefined name `retry_limit`" in facts
     assert "--> src/sync.py:88:12" in facts
     assert not [f for f in facts if "|" in f], facts
+
+
+def test_a_long_failure_line_keeps_its_test_id_and_exception_type():
+    from proxy.pipeline.facts import MAX_FACT_CHARS, _clip
+
+    test = "tests/test_api.py::test_parse[" + "case-" * 60 + "last]"
+    line = f"FAILED {test} - AssertionError: expected 3 got {'4' * 300}"
+    fact = _clip(line)
+    assert len(fact) <= MAX_FACT_CHARS
+    assert fact.startswith("FAILED tests/test_api.py::test_parse[case-")
+    assert "last] - AssertionError: expected 3 got 4" in fact
+    short = "FAILED tests/t.py::test_x - ValueError: " + "bad " * 100
+    assert _clip(short).startswith("FAILED tests/t.py::test_x - ValueError: bad bad")

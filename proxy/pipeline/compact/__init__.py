@@ -33,6 +33,7 @@ class Compacted:
     tokens_before: int
     tokens_after: int
     omitted_lines: int  # lines elided (0 where not line-based)
+    ref: str | None = None  # the ref of the original its footer names (proxy.pipeline.refs)
 
 
 def _cut_chars(text: str, max_tokens: int, count: Count, tokens_before: int) -> tuple[str, int]:
