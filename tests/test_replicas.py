@@ -1,7 +1,8 @@
 """Two real proxy processes sharing state through a real redis-server (`SHRINK_STORE_URL`).
 
 What a user of the compose profile `replicas` relies on: a summary one replica paid a model call
-for is a cache hit on the other; Redis killed in the middle of a load loses no request (the
+for is a cache hit on the other; a hash issued through one is served by the other's
+`GET /v1/retrieve/{hash}`; Redis killed in the middle of a load loses no request (the
 metrics show the outage) and is used again once it is back; a Redis that accepts and never
 answers costs a request at most the store's timeout, once.
 """
@@ -17,11 +18,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.pipeline.refs import refs_in, text_ref
 from tests.fakes.server import serve
 from tests.fakes.summarizer import FakeSummarizer
 from tests.proxy_process import ProxyProcess, proxy_process
 from tests.redis_server import RedisServer, redis_server, silent_server
-from tests.test_shrink_http import conversation
+from tests.test_shrink_http import BIG_LOG, conversation
 
 pytestmark = pytest.mark.redis
 
@@ -116,6 +118,21 @@ def test_a_summary_made_through_one_replica_is_a_cache_hit_on_the_other(
         assert upstream.last.json()["messages"] == sent_by_one  # byte-identical note
         assert metric(two, "shrink_summarizer_calls_total", outcome="cache") == 1
         assert metric(two, "shrink_store_up") == 1
+
+
+def test_a_hash_issued_through_one_replica_is_served_by_the_other(upstream, redis, summarizer):
+    with replicas(upstream, redis.url, summarizer) as (one, two):
+        chat(one, conversation(1, BIG_LOG))
+        (ref,) = refs_in(upstream.last.json()["messages"][3]["content"])
+        assert ref == text_ref(BIG_LOG)
+        # Written before the request went upstream: no wait for a write behind.
+        page = httpx.get(
+            f"{two.url}/v1/retrieve/{ref}", params={"max_bytes": 10**6, "max_lines": 1000}
+        ).json()
+        assert page["text"] == BIG_LOG and page["hash"] == ref
+        assert keys(redis, b"shrink:v1:ref:*") == 1
+        unknown = httpx.get(f"{two.url}/v1/retrieve/{'0' * 24}")
+        assert unknown.status_code == 404 and "any replica" in unknown.json()["error"]["message"]
 
 
 def test_redis_killed_mid_load_loses_no_request_and_is_used_again_when_back(

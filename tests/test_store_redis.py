@@ -264,3 +264,26 @@ def test_the_shared_hashes_stay_bounded(redis):
     assert redis.command(b"HLEN", CALIBRATION.encode()) == f":{MAX_FIELDS}\r\n".encode()
     assert redis.command(b"HEXISTS", CALIBRATION.encode(), b"model-0") == b":0\r\n"
     assert redis.command(b"HEXISTS", WINDOWS.encode(), b"old") == b":0\r\n"
+
+
+def test_a_held_ref_renews_its_key_and_rewrites_it_when_redis_lost_it(redis):
+    async def main(a: RedisLink) -> tuple[bool, bool]:
+        now = [0.0]
+        one = RedisStore(a, MemoryStore(), ttl=40.0, max_chars=1000, clock=lambda: now[0])
+        await one.put({"r": "text"})
+        redis.command(b"PEXPIRE", f"{PREFIX}ref:r".encode(), b"5000")
+        assert one.holds("r")  # just put: not renewed yet
+        await asyncio.sleep(0.05)
+        short = int(redis.command(b"PTTL", f"{PREFIX}ref:r".encode())[1:].strip()) <= 5000
+        now[0] = 11.0  # past a quarter of the TTL
+        assert one.holds("r")
+        await asyncio.sleep(0.05)
+        renewed = int(redis.command(b"PTTL", f"{PREFIX}ref:r".encode())[1:].strip()) > 39_000
+        redis.command(b"FLUSHALL")  # Redis restarted empty, say
+        now[0] = 22.0
+        assert one.holds("r") and not one.holds("other")
+        await asyncio.sleep(0.05)
+        return short, renewed
+
+    assert run(main, redis.url) == (True, True)
+    assert redis.command(b"GET", f"{PREFIX}ref:r".encode()) == b"$4\r\ntext\r\n"
