@@ -11,8 +11,8 @@ background task pings it every `retry` seconds and marks it up again when it ans
 Writes nobody waits for (a summary made, a learnt window) go through `spawn`: a bounded set of
 background tasks, dropped (and counted) beyond `MAX_PENDING` rather than queued without end.
 
-redis-py is an optional extra (`pip install 'shrink-proxy[redis]'`), imported only here and only
-when `SHRINK_STORE_URL` is set.
+redis-py is an optional extra (`pip install 'shrink-proxy[redis]'`), imported only here (the
+other modules name its client type `Client`, from here) and only when `SHRINK_STORE_URL` is set.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from proxy.upstream import loggable_url
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the other shared-state modules name the client as `Client`, from here
     from redis.asyncio import Redis
+    from redis.asyncio import Redis as Client  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,6 @@ class RedisLink:
         self._pinging: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[Any]] = set()
         self._writers = asyncio.Semaphore(WRITERS)
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
     @classmethod
@@ -109,7 +109,6 @@ class RedisLink:
     async def call(self, fn: Callable[[Redis], Awaitable[T]]) -> T:
         """`await fn(client)` within `timeout`; raises Unavailable (and never anything else of
         Redis's) when it fails or when Redis is known to be down."""
-        self._loop = self._loop or asyncio.get_running_loop()
         if not self.up or self._closed:
             self.fallbacks["down"] += 1
             raise Unavailable("down")
@@ -123,27 +122,20 @@ class RedisLink:
             self._failed("error", _describe(exc))
         raise Unavailable("failed")
 
-    def spawn(self, fn: Callable[[Redis], Awaitable[object]]) -> None:
-        """`call(fn)` in the background: for writes nobody waits for. Safe from any thread (the
-        calibration is recorded on the event loop, but plans run in worker threads)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        if loop is None:
-            if self._loop is not None and not self._closed:
-                self._loop.call_soon_threadsafe(self.spawn, fn)
-            return
-        self._loop = loop
+    def spawn(self, fn: Callable[[Redis], Awaitable[object]]) -> asyncio.Task[None] | None:
+        """`call(fn)` in the background, for writes nobody waits for; None when it is not even
+        started (Redis known down, too many pending). From the event loop only."""
+        loop = asyncio.get_running_loop()
         if not self.up or self._closed:
             self.fallbacks["down"] += 1
-            return
+            return None
         if len(self._pending) >= MAX_PENDING:
             self.fallbacks["backlog"] += 1
-            return
+            return None
         task = loop.create_task(self._quietly(fn))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
+        return task
 
     async def _quietly(self, fn: Callable[[Redis], Awaitable[object]]) -> None:
         async with self._writers:  # the timeout starts once it is this write's turn

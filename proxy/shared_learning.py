@@ -30,7 +30,7 @@ from proxy.overflow import Calibration, CalibrationState
 from proxy.redis_link import PREFIX, RedisLink, Unavailable
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from proxy.redis_link import Client
 
 log = logging.getLogger(__name__)
 
@@ -58,19 +58,48 @@ class SharedLearning:
         self.discovery = discovery
         self.interval = interval
         self.clock = clock
+        self._dirty: dict[tuple[str, str], tuple[str, int]] = {}  # (hash, model) -> value, ttl
+        self._flushing: asyncio.Task[None] | None = None  # the one flush in flight
         calibration.on_record = self.publish_calibration
         if discovery is not None:
             discovery.on_remember = self.publish_window
 
     def publish_window(self, model: str, window: int, ttl: float) -> None:
-        if len(model) <= MAX_MODEL:
-            value = orjson.dumps([window, self.clock() + ttl]).decode()
-            self.link.spawn(_write(WINDOWS, model, value, math.ceil(ttl)))
+        value = orjson.dumps([window, self.clock() + ttl]).decode()
+        self._publish(WINDOWS, model, value, math.ceil(ttl))
 
     def publish_calibration(self, model: str, state: CalibrationState) -> None:
-        if len(model) <= MAX_MODEL:
-            value = orjson.dumps(list(state)).decode()
-            self.link.spawn(_write(CALIBRATION, model, value, CALIBRATION_TTL))
+        self._publish(CALIBRATION, model, orjson.dumps(list(state)).decode(), CALIBRATION_TTL)
+
+    def _publish(self, key: str, model: str, value: str, ttl: int) -> None:
+        """Coalesced, in order: one flush at a time writes the latest value of each field (a
+        write per sample, in flight side by side, could land an older state last)."""
+        if len(model) > MAX_MODEL:
+            return
+        self._dirty.pop((key, model), None)
+        self._dirty[(key, model)] = (value, ttl)
+        while len(self._dirty) > MAX_FIELDS:  # Redis away for long, many models: oldest out
+            del self._dirty[next(iter(self._dirty))]
+        self._start_flush()
+
+    def _start_flush(self) -> None:
+        if self._flushing is None and self._dirty:
+            self._flushing = self.link.spawn(self._flush)
+            if self._flushing is not None:
+                self._flushing.add_done_callback(self._flushed)
+
+    def _flushed(self, _: object) -> None:
+        self._flushing = None
+        self._start_flush()  # what was published since the flush's last batch
+
+    async def _flush(self, redis: Client) -> None:
+        while self._dirty:
+            batch, self._dirty = self._dirty, {}
+            async with redis.pipeline(transaction=False) as pipe:
+                for (key, model), (value, ttl) in batch.items():
+                    pipe.hset(key, model, value)
+                    pipe.expire(key, max(1, ttl))
+                await pipe.execute()
 
     async def run(self) -> None:
         """The background refresh, until cancelled (by the lifespan's shutdown)."""
@@ -81,7 +110,7 @@ class SharedLearning:
     async def refresh(self) -> None:
         """Read both hashes once and adopt what they say; never raises."""
 
-        async def read(redis: Redis) -> list[Any]:
+        async def read(redis: Client) -> list[Any]:
             async with redis.pipeline(transaction=False) as pipe:
                 pipe.hgetall(WINDOWS)
                 pipe.hgetall(CALIBRATION)
@@ -124,16 +153,6 @@ class SharedLearning:
             self.link.spawn(lambda redis: redis.hdel(WINDOWS, *drop_windows))
         if drop_ratios:
             self.link.spawn(lambda redis: redis.hdel(CALIBRATION, *drop_ratios))
-
-
-def _write(key: str, field: str, value: str, ttl: int) -> Callable[[Redis], Any]:
-    async def write(redis: Redis) -> None:
-        async with redis.pipeline(transaction=False) as pipe:
-            pipe.hset(key, field, value)
-            pipe.expire(key, max(1, ttl))
-            await pipe.execute()
-
-    return write
 
 
 def _decode(raw: str, size: int) -> list[Any] | None:

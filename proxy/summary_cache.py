@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from proxy.redis_link import PREFIX, RedisLink, Unavailable
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from proxy.redis_link import Client
 
 KEY = PREFIX + "summary:"
 
@@ -101,7 +101,7 @@ class SharedSummaryCache:
             self.link.spawn(lambda redis: redis.set(KEY + key, value, px=self.ttl_ms))
 
     async def fetch(self, key: str) -> str | None:
-        def read(redis: Redis):  # GETEX: a summary in use stays (its TTL starts again)
+        def read(redis: Client):  # GETEX: a summary in use stays (its TTL starts again)
             return redis.getex(KEY + key, px=self.ttl_ms)
 
         try:

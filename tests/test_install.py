@@ -29,7 +29,10 @@ NOT_RUNTIME = {
 }  # fmt: skip
 # Modules of an optional extra, imported only by the package that needs it (and by that package
 # only once the extra is known to be installed: tests/test_mcp_http.py runs the proxy without it).
-EXTRA_MODULES = {"mcp": ("proxy/mcp", {"mcp", "mcp_types"})}
+EXTRA_MODULES = {
+    "mcp": ("proxy/mcp", {"mcp", "mcp_types"}),
+    "redis": ("proxy/redis_link.py", {"redis"}),
+}
 # Runtime dependencies the proxy never imports itself: what uvicorn and httpcore pick up.
 USED_INDIRECTLY = {
     "uvloop": "uvicorn's event loop",

@@ -232,6 +232,8 @@ def test_windows_and_calibration_learnt_by_one_replica_reach_another(redis):
     assert win_before == {} and cal_before == {}
     assert win_after == {"m": 5000}
     assert cal_after == {"m": 1.25}  # 1.2 rounded up to a sixteenth
+    # Coalesced, in order: the last of four samples recorded at once is what Redis holds.
+    assert b",4," in redis.command(b"HGET", CALIBRATION.encode(), b"m")
     assert 0 < int(redis.command(b"TTL", WINDOWS.encode())[1:].strip()) <= 300
 
 

@@ -22,7 +22,7 @@ from proxy.redis_link import PREFIX, RedisLink, Unavailable
 from proxy.retrieval.store import Gone, MemoryStore
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from proxy.redis_link import Client
 
 KEY = PREFIX + "ref:"
 RENEWED = 8192  # refs whose last TTL renewal in Redis is remembered
@@ -71,7 +71,7 @@ class RedisStore:
         for ref in shared:
             self._renewed_at(ref, now)
 
-        async def write(redis: Redis) -> None:
+        async def write(redis: Client) -> None:
             async with redis.pipeline(transaction=False) as pipe:
                 for ref, text in shared.items():
                     pipe.set(KEY + ref, text, px=self.ttl_ms)
@@ -108,7 +108,7 @@ class RedisStore:
             "shared_misses": self.shared_misses,
         }
 
-    async def _renew(self, redis: Redis, ref: str) -> None:
+    async def _renew(self, redis: Client, ref: str) -> None:
         if await redis.pexpire(KEY + ref, self.ttl_ms):
             return
         text = self.local.peek(ref)
