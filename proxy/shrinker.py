@@ -42,6 +42,7 @@ from proxy.pipeline.summary import summary_room
 from proxy.pipeline.types import Mode
 from proxy.pipeline.work import Work, WorkExceeded
 from proxy.planner import PlanPool, guess_model
+from proxy.retrieval.keep import with_tool
 from proxy.settings import Settings
 from proxy.tokenizers import Tokenizers
 from proxy.wire.formats import CHAT_WIRE, WireFormat
@@ -468,21 +469,6 @@ class Shrinker:
             if new_chars >= THREAD_THRESHOLD:
                 break
         return counter, new_chars
-
-
-def with_tool(plan: Plan, tool: int) -> Plan:
-    """The plan's figures once it is known whether the retrieval tool (`tool` tokens, planned
-    for) goes with it: only when the shrunk messages name a ref, and never to make the request
-    larger than the client's. The client sent no such tool: its figure is not counted before."""
-    if not tool:
-        return plan
-    report = plan.report
-    report.tokens_before -= tool
-    if plan.refs and plan.changed and report.tokens_after < report.tokens_before:
-        plan.retrieval_tool, plan.tool_tokens = True, tool
-    else:
-        report.tokens_after -= tool
-    return plan
 
 
 class TimeBudget:

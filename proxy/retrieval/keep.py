@@ -1,10 +1,12 @@
-"""The edge's half of retrieval: keep a plan's originals in the store before the request goes
-upstream (so a ref the model reads is always there), and whether a request wants the tool."""
+"""The edge's half of retrieval: the plan's figures with or without the tool, whether a request
+wants it, and the plan's originals kept in the store before the request goes upstream (so a ref
+the model reads is always there)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from proxy.pipeline import Plan
 from proxy.pipeline.dialect import Dialect
 from proxy.pipeline.summary import full_transcript
 from proxy.retrieval.store import Store
@@ -12,7 +14,6 @@ from proxy.retrieval.store import Store
 if TYPE_CHECKING:
     from fastapi import Request
 
-    from proxy.pipeline import Plan
     from proxy.settings import Settings
 
 HEADER = "x-shrink-retrieve"
@@ -35,3 +36,18 @@ async def keep(store: Store, plan: Plan, dialect: Dialect) -> None:
         items[ref] = original if isinstance(original, str) else full_transcript(original, dialect)
     if items:
         await store.put(items)
+
+
+def with_tool(plan: Plan, tool: int) -> Plan:
+    """The plan's figures once it is known whether the retrieval tool (`tool` tokens, planned
+    for) goes with it: only when the shrunk messages name a ref, and never to make the request
+    larger than the client's. The client sent no such tool: its figure is not counted before."""
+    if not tool:
+        return plan
+    report = plan.report
+    report.tokens_before -= tool
+    if plan.refs and plan.changed and report.tokens_after < report.tokens_before:
+        plan.retrieval_tool, plan.tool_tokens = True, tool
+    else:
+        report.tokens_after -= tool
+    return plan
