@@ -78,6 +78,17 @@ class Exchange:
 
     async def open(self, content: bytes, *, body_changed: bool) -> httpx.Response:
         """Send the request; return once headers are in. Raises ProxyError or ClientGone."""
+        if self._watch is None:
+            self._watch = DisconnectWatch(self.request.receive)
+        async with self._guard():
+            resp = await self.send(content, body_changed=body_changed)
+        self.ttfb = time.perf_counter() - self.started
+        return resp
+
+    async def send(self, content: bytes, *, body_changed: bool) -> httpx.Response:
+        """`open` without its guard, for a response already under way (a stream the retrieval
+        loop continues): there a failure goes in-band and a client that leaves is the relay's
+        to notice, so neither is logged or mapped here. Raises ProxyError."""
         upstream = self.state.upstream
         request = self.request
         url = upstream.targets.url(raw_path(request), request.scope.get("query_string", b""))
@@ -88,12 +99,17 @@ class Exchange:
             body_changed=body_changed,
             drop_client_auth=self.state.settings.proxy_api_key is not None,
         )
-        if self._watch is None:
-            self._watch = DisconnectWatch(request.receive)
-        async with self._guard():
-            resp = await upstream.open(request.method, url, headers, content or None)
-        self.ttfb = time.perf_counter() - self.started
-        return resp
+        return await upstream.open(request.method, url, headers, content or None)
+
+    def guarded(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """The guard of `open` and `read_all` (a client that left becomes ClientGone), for
+        other awaits before the response starts: the retrieval loop's store reads."""
+        return self._guard()
+
+    @property
+    def watch(self) -> DisconnectWatch:
+        assert self._watch is not None, "opened first"
+        return self._watch
 
     async def read_all(self, resp: httpx.Response, limit: int = INSPECT_LIMIT) -> bytes | None:
         """The whole body (for error bodies and chat JSON), or None if it is over `limit`.
@@ -259,6 +275,19 @@ class Exchange:
             path=text("path"),
             cut=self.cut,
         )
+
+
+def inspectable(resp: httpx.Response) -> bool:
+    """A complete JSON answer of known, modest size: read it whole to learn its usage."""
+    length = resp.headers.get("content-length")
+    return (
+        resp.status_code == 200
+        and resp.headers.get("content-type", "").startswith("application/json")
+        and "content-encoding" not in resp.headers
+        and length is not None
+        and length.isdigit()
+        and int(length) <= INSPECT_LIMIT
+    )
 
 
 def raw_path(request: Request) -> str:

@@ -10,7 +10,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx
 import orjson
 from fastapi import Request
 from fastapi.responses import Response
@@ -18,7 +17,7 @@ from fastapi.responses import Response
 from proxy import wire
 from proxy.cuts import cut_point
 from proxy.errors import ContextTooLarge, InvalidRequest
-from proxy.exchange import INSPECT_LIMIT, ClientGone, Exchange
+from proxy.exchange import ClientGone, Exchange, inspectable
 from proxy.inbound import (
     authorize,
     check_content_type,
@@ -31,6 +30,7 @@ from proxy.pipeline import Plan, Report
 from proxy.pipeline.summary import apply_summary
 from proxy.pipeline.types import Mode, StageAction
 from proxy.retrieval.keep import keep, retrieval_wanted
+from proxy.retrieval.loop import Rounds, serve_rounds
 from proxy.shrinker import parse_mode
 from proxy.windows import (
     PlanWindow,
@@ -107,6 +107,7 @@ async def serve(request: Request, api: Api) -> Response:
         changed = changed or injected
     if content is None:
         content = forwarded(body, messages, api.fmt.field) if changed else raw
+    rounds = retrieval_rounds(state, plan, body, content, stream, injected, api)
     # While the upstream answers, a retry's input is kept as the client's bytes (one block, handed
     # back to the OS when freed), not as the parsed body: thousands of objects per request that
     # 64 waiting requests interleave and fragment the heap with (bench/overhead, peak RSS).
@@ -145,10 +146,15 @@ async def serve(request: Request, api: Api) -> Response:
             )
             ex.cut = cut_point(body.get(api.fmt.field), retry.report)
             report = ex.report = retry.report
-            resp = await ex.open(forwarded(body, retry.messages, api.fmt.field), body_changed=True)
+            content = forwarded(body, retry.messages, api.fmt.field)
+            rounds = retrieval_rounds(state, retry, body, content, stream, injected, api)
+            resp = await ex.open(content, body_changed=True)
     except ClientGone:
         ex.log(status=499, client_disconnected=True)
         return Response(status_code=499)
+    # The model may call the retrieval tool: the loop answers, continues and then replies.
+    if rounds is not None and (looped := await serve_rounds(ex, resp, rounds)) is not None:
+        return looped
     if not stream and inspectable(resp):
         try:
             data = await ex.read_all(resp)
@@ -263,6 +269,33 @@ def unwanted_tool(plan: Plan, wanted: bool) -> Plan:
     return plan
 
 
+def retrieval_rounds(
+    state: AppState,
+    plan: Plan,
+    body: dict[str, Any],
+    content: bytes,
+    stream: bool,
+    injected: bool,
+    api: Api,
+) -> Rounds | None:
+    """The retrieval loop's state for a request the tool went with (None: it did not): the
+    refs it may serve, and the room the prompt left in the budget for their pages."""
+    if not plan.retrieval_tool:
+        return None
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    return Rounds(
+        content=content,
+        issued=frozenset(plan.refs),
+        room=plan.report.budget - plan.report.tokens_after,
+        counter=api.fmt.counter(state.tokenizers.for_model(model)),
+        settings=state.settings,
+        stream=stream,
+        strip_usage=injected,
+        dump=dump_deep,
+        single=body.get("n") in (None, 1),
+    )
+
+
 def held_upstream(report: Report) -> bool:
     return SERVER_HISTORY in report.actions
 
@@ -297,19 +330,6 @@ def dump_deep(value: Any) -> bytes:
             "The request is nested too deeply to be forwarded once shrunk (a field past about "
             "900 levels); flatten its deepest field."
         ) from None
-
-
-def inspectable(resp: httpx.Response) -> bool:
-    """A complete JSON answer of known, modest size: read it whole to learn its usage."""
-    length = resp.headers.get("content-length")
-    return (
-        resp.status_code == 200
-        and resp.headers.get("content-type", "").startswith("application/json")
-        and "content-encoding" not in resp.headers
-        and length is not None
-        and length.isdigit()
-        and int(length) <= INSPECT_LIMIT
-    )
 
 
 def shrink_headers(report: Report, *, budget: bool = True) -> list[tuple[str, str]]:

@@ -252,6 +252,7 @@ class Metrics:
             "the pipeline read them.",
             registry=r,
         )
+        self.retrieve_rounds = counter("shrink_retrieve_rounds", "shrink_retrieve rounds served.")
         self.pipeline_errors = counter(
             "shrink_pipeline_errors",
             "Requests the pipeline raised on while planning, by what they fell back to: 'trim' "
