@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 HEX = 24  # 96 bits: a collision takes ~2^48 work, far past a store's lifetime of texts
 REF_RE = re.compile(r"hash=([0-9a-f]{24})\b")
@@ -65,24 +64,3 @@ def span_note(ref: str) -> str:
 def refs_in(text: str) -> list[str]:
     """Every ref a text names, in order, each once."""
     return list(dict.fromkeys(REF_RE.findall(text)))
-
-
-@dataclass(frozen=True)
-class TextRef:
-    """A compacted tool text: the `j`th result text of message `index` as sent."""
-
-    ref: str
-    index: int
-    part: int
-
-
-@dataclass(frozen=True)
-class SpanRef:
-    """A dropped span: messages[start:end] as sent."""
-
-    ref: str
-    start: int
-    end: int
-
-
-Ref = TextRef | SpanRef
