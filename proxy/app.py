@@ -126,6 +126,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             learning = SharedLearning(link, calibration, discovery, interval=settings.store_refresh)
         summarizer = build_summarizer(settings, upstream.client, metrics, link)
         metrics.watch_summarizer(summarizer)
+        retrieval = build_store(settings, link)
+        # The originals behind the hashes: hits, misses and entries of this process's store.
+        metrics.watch_cache("retrieval", lambda: retrieval_info(retrieval))
         app.state.shrink = AppState(
             settings=settings,
             upstream=upstream,
@@ -142,7 +145,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             metrics=metrics,
             calibration=calibration,
             heap=HeapTrimmer(settings.heap_trim_interval, on_trim=metrics.heap_trims.inc),
-            retrieval=build_store(settings, link),
+            retrieval=retrieval,
         )
         background = [asyncio.create_task(app.state.shrink.heap.run())]
         if learning is not None:
@@ -210,6 +213,11 @@ def build_summary_cache(settings: Settings, link: RedisLink | None = None) -> Su
         return local
     max_chars = int(settings.store_value_mb * 1_000_000)
     return SharedSummaryCache(link, local, ttl=settings.store_summary_ttl, max_chars=max_chars)
+
+
+def retrieval_info(store: Store) -> tuple[int, int, int]:
+    info = store.info()
+    return info["hits"], info["misses"], info["entries"]
 
 
 def build_metrics(

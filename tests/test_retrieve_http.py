@@ -8,6 +8,7 @@ import httpx
 
 from proxy.pipeline.refs import refs_in, text_ref
 from proxy.retrieval.tool import CHAT_TOOL, NAME
+from tests.test_observability_http import metric
 from tests.test_shrink_http import BIG_LOG, conversation
 
 TOOLS = [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}]
@@ -91,3 +92,15 @@ def test_retrieval_off_in_the_settings_leaves_markers_as_before(start_proxy, ups
     post(url, {"model": "fake-model", "messages": conversation(1, BIG_LOG), "tools": TOOLS})
     sent = upstream.last.json()
     assert "hash=" not in sent["messages"][3]["content"] and sent["tools"] == TOOLS
+
+
+def test_the_store_s_hits_misses_and_entries_are_in_metrics(start_proxy, upstream):
+    url = start_proxy(tool_max_tokens=256)
+    post(url, {"model": "fake-model", "messages": conversation(1, BIG_LOG)})
+    (ref,) = refs_in(upstream.last.json()["messages"][3]["content"])
+    assert httpx.get(f"{url}/v1/retrieve/{ref}").status_code == 200
+    assert httpx.get(f"{url}/v1/retrieve/{'0' * 24}").status_code == 404
+    text = httpx.get(f"{url}/metrics").text
+    assert metric(text, "shrink_cache_hits_total", cache="retrieval") == 1
+    assert metric(text, "shrink_cache_misses_total", cache="retrieval") == 1
+    assert metric(text, "shrink_cache_entries", cache="retrieval") == 1
