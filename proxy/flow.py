@@ -30,7 +30,8 @@ from proxy.pipeline import Plan, Report
 from proxy.pipeline.summary import apply_summary
 from proxy.pipeline.types import Mode, StageAction
 from proxy.retrieval.keep import keep, retrieval_wanted
-from proxy.retrieval.loop import Rounds, serve_rounds
+from proxy.retrieval.rounds import Rounds
+from proxy.retrieval.serve import serve_rounds, shape_of
 from proxy.shrinker import parse_mode
 from proxy.windows import (
     PlanWindow,
@@ -293,6 +294,7 @@ def retrieval_rounds(
         strip_usage=injected,
         dump=dump_deep,
         single=body.get("n") in (None, 1),
+        shape=shape_of(api.fmt.name),
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from proxy.flow import dump_deep
 from proxy.pipeline.refs import text_ref
-from proxy.retrieval.rounds import NO_ROOM, Call, Rounds, summed
+from proxy.retrieval.rounds import NO_ROOM, Call, Rounds, chat_said, summed
 from proxy.retrieval.store import MemoryStore
 from proxy.retrieval.stream import RoundStream, Turn
 from proxy.settings import Settings
@@ -64,13 +64,14 @@ def test_no_room_says_so_and_rounds_add_up(counter):
     store.put_sync({REF: TEXT})
     assert asyncio.run(rounds(counter, 10).page(store, call(), 10)) == NO_ROOM
     r = rounds(counter, 3000)
-    body = orjson.loads(asyncio.run(r.next_body(store, "Looking.", [call(0), call(1)])))
+    calls = [call(0), call(1)]
+    body = orjson.loads(asyncio.run(r.next_body(store, [chat_said("Looking.", calls)], calls)))
     assistant, *results = body["messages"][1:]
     assert [c["id"] for c in assistant["tool_calls"]] == ["call_0", "call_1"]
     assert r.added == sum(counter.count_message(m) for m in [assistant, *results]) <= 3000
     assert r.served == 1 and body["stream"] is True
     # The second round sees the first one's room taken.
-    again = orjson.loads(asyncio.run(r.next_body(store, None, [call(2)])))
+    again = orjson.loads(asyncio.run(r.next_body(store, [chat_said(None, [call(2)])], [call(2)])))
     assert len(again["messages"]) == 6 and r.added <= 3000
 
 

@@ -20,7 +20,13 @@ from fastapi.responses import Response
 
 from proxy.exchange import ClientGone, Exchange, inspectable
 from proxy.retrieval.keep import retrieval_wanted
-from proxy.retrieval.rounds import ERROR_BODY_LIMIT, Rounds, split_calls, upstream_error
+from proxy.retrieval.rounds import (
+    ERROR_BODY_LIMIT,
+    Rounds,
+    chat_said,
+    split_calls,
+    upstream_error,
+)
 from proxy.retrieval.stream import relay_rounds
 
 __all__ = ["Rounds", "retrieval_wanted", "serve_rounds"]
@@ -108,7 +114,9 @@ async def complete(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Respon
         rounds.note_usage(obj.get("usage"))
         text = message.get("content") if isinstance(message.get("content"), str) else None
         async with ex.guarded():
-            content = await rounds.next_body(ex.state.retrieval, text, ours)
+            content = await rounds.next_body(
+                ex.state.retrieval, [chat_said(text, ours)], ours, text
+            )
         ex.state.metrics.retrieve_rounds.inc()
         ttfb = ex.ttfb  # the client waited for the first round's headers, not this one's
         resp = await ex.open(content, body_changed=True)

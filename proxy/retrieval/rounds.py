@@ -49,6 +49,37 @@ class Call:
         }
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What a wire format's continuation appends after a round: the round's own items (the
+    format's loop builds them from what the model said) and then `results`, the answers to the
+    retrieval calls; `result` is one answer alone, as the page's fit is counted."""
+
+    name: str  # the WireFormat's
+    field: str  # where the body keeps the list (`messages`, `input`)
+    result: Callable[[Call, str], Any]
+    results: Callable[[list[Call], list[str]], list[Any]]
+    # The body's list as a list (Responses' `input` may be a bare string).
+    items: Callable[[dict[str, Any]], list[Any]] = lambda body: list(body["messages"])
+
+
+def chat_result(call: Call, reply: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call.id, "content": reply}
+
+
+def chat_said(text: str | None, calls: list[Call]) -> dict[str, Any]:
+    """The assistant message of a chat round that called the retrieval tool."""
+    return {"role": "assistant", "content": text or None, "tool_calls": [c.wire() for c in calls]}
+
+
+CHAT_SHAPE = Shape(
+    "chat",
+    "messages",
+    chat_result,
+    lambda calls, replies: [chat_result(c, r) for c, r in zip(calls, replies, strict=True)],
+)
+
+
 @dataclass
 class Rounds:
     """The loop's state for one request. The flow builds it before it drops the parsed body
@@ -63,6 +94,7 @@ class Rounds:
     strip_usage: bool  # the proxy asked for the stream's usage chunk, not the client
     dump: Callable[[dict[str, Any]], bytes]  # proxy.flow.dump_deep: any depth the wire reads
     single: bool = True  # one choice (`n` 1): the only generation a continuation can extend
+    shape: Shape = CHAT_SHAPE
     served: int = 0  # rounds served
     added: int = 0  # tokens the served rounds added to the prompt
     usages: list[dict[str, Any]] = field(default_factory=list)
@@ -84,18 +116,18 @@ class Rounds:
         """`last` (the final round's usage) with the figures summed over every round."""
         return summed([*self.usages, last])
 
-    async def next_body(self, store: Store, text: str | None, calls: list[Call]) -> bytes:
-        """Serve `calls` (all retrieval calls) and the body that continues the generation."""
-        assistant: dict[str, Any] = {"role": "assistant", "content": text or None}
-        assistant["tool_calls"] = [c.wire() for c in calls]
-        grown = self.counter.count_message(assistant)
+    async def next_body(
+        self, store: Store, said: list[Any], calls: list[Call], text: str | None = None
+    ) -> bytes:
+        """Serve `calls` (all retrieval calls) and the body that continues the generation:
+        the body as sent, every round's `said` items and its results. `text`: what the round
+        showed the client, kept for a non-stream answer that joins every round's text."""
+        grown = sum(self.counter.count_message(item) for item in said)
         share = (self.room - self.added - grown) // len(calls)
-        results = []
-        for call in calls:
-            reply = await self.page(store, call, share)
-            results.append({"role": "tool", "tool_call_id": call.id, "content": reply})
+        replies = [await self.page(store, call, share) for call in calls]
+        results = self.shape.results(calls, replies)
         self.added += grown + sum(self.counter.count_message(r) for r in results)
-        self._extra += [assistant, *results]
+        self._extra += [*said, *results]
         self.served += 1
         if text:
             self.texts.append(text)
@@ -106,7 +138,7 @@ class Rounds:
                 self._body = orjson.loads(self.content)
         body = self._body
         assert body is not None
-        return self.dump({**body, "messages": [*body["messages"], *self._extra]})
+        return self.dump({**body, self.shape.field: [*self.shape.items(body), *self._extra]})
 
     async def page(self, store: Store, call: Call, room: int) -> str:
         """The tool result for one call, a page that fits `room` tokens: a first guess of four
@@ -122,9 +154,7 @@ class Rounds:
                 max_lines=self.settings.retrieve_page_lines,
                 max_bytes=max_bytes,
             )
-            n = self.counter.count_message(
-                {"role": "tool", "tool_call_id": call.id, "content": reply}
-            )
+            n = self.counter.count_message(self.shape.result(call, reply))
             if n <= room:
                 return reply
             max_bytes = int(max_bytes * room / n * 0.9)

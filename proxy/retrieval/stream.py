@@ -23,7 +23,7 @@ import orjson
 from proxy.errors import ProxyError, sse_error_frame
 from proxy.exchange import Exchange
 from proxy.relay import Relay, RelayOutcome
-from proxy.retrieval.rounds import ERROR_BODY_LIMIT, Call, Rounds, upstream_error
+from proxy.retrieval.rounds import ERROR_BODY_LIMIT, Call, Rounds, chat_said, upstream_error
 from proxy.retrieval.tool import NAME
 from proxy.sse import DONE, EventFramer, chat_stream_end, event_json, split_events
 
@@ -170,7 +170,9 @@ class RoundStream:
                 if not turn.continuing:
                     return
                 rounds.note_usage(turn.usage)
-                content = await rounds.next_body(ex.state.retrieval, "".join(turn.text), turn.ours)
+                text = "".join(turn.text)
+                said = [chat_said(text, turn.ours)]
+                content = await rounds.next_body(ex.state.retrieval, said, turn.ours, text)
                 ex.state.metrics.retrieve_rounds.inc()
                 await self.resp.aclose()
                 self.resp = await ex.send(content, body_changed=True)
