@@ -38,9 +38,21 @@ PARAMETERS: dict[str, Any] = {
     },
     "required": ["hash"],
 }
+# The one definition in each wire format's shape (never changed, so a tool list stays stable).
 CHAT_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {"name": NAME, "description": DESCRIPTION, "parameters": PARAMETERS},
+}
+MESSAGES_TOOL: dict[str, Any] = {
+    "name": NAME,
+    "description": DESCRIPTION,
+    "input_schema": PARAMETERS,
+}
+RESPONSES_TOOL: dict[str, Any] = {
+    "type": "function",
+    "name": NAME,
+    "description": DESCRIPTION,
+    "parameters": PARAMETERS,
 }
 
 
