@@ -34,7 +34,7 @@ def measure(convs: list[Conversation], window: int) -> dict[str, Any]:
     on = Shrinker(corpus.settings(context_window=window, retrieve=True), corpus.tokenizers())
     row = dict.fromkeys(("needles", "visible_off", "visible_on", "recoverable"), 0)
     row |= dict.fromkeys(("tokens_off", "tokens_on", "refs", "named", "tool"), 0)
-    store = MemoryStore(max_items=1 << 20, max_chars=1 << 40)
+    store = MemoryStore(max_items=1 << 20, max_bytes=1 << 40)
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     for conv in convs:
@@ -59,8 +59,8 @@ def measure(convs: list[Conversation], window: int) -> dict[str, Any]:
         row["refs"] += len(plan.refs)
         row["named"] += len(named)
         row["tool"] += plan.retrieval_tool
-    row["store_chars"] = store.chars
-    row["store_bytes"] = tracemalloc.get_traced_memory()[0] - base
+    row["store_bytes"] = store.bytes  # as the store counts them (sys.getsizeof)
+    row["traced_bytes"] = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     row["window"] = window
     return row
@@ -80,8 +80,8 @@ def main() -> None:
         print(
             f"{window:>6}  {n:>7}  {r['visible_off']:>11}  {r['visible_on']:>10}  "
             f"{r['recoverable']:>5}/{n:<5}  {r['tokens_off']:>8,} -> {r['tokens_on']:<8,} "
-            f"{r['named']:>4}  {r['store_chars'] / 1e6:.2f} M chars, "
-            f"{r['store_bytes'] / 1e6:.2f} MB"
+            f"{r['named']:>4}  {r['store_bytes'] / 1e6:.2f} MB counted, "
+            f"{r['traced_bytes'] / 1e6:.2f} MB traced"
         )
     corpus.write_json(run.args.json, rows)
 

@@ -37,7 +37,10 @@ class StoreSettings(BaseModel):
         4096, ge=1, description="Originals kept for retrieval in the embedded store."
     )
     store_mb: float = Field(
-        64.0, gt=0, description="Megabytes (characters) of originals the embedded store keeps."
+        64.0,
+        gt=0,
+        description="Megabytes of originals the embedded store keeps, as they take memory (1 to "
+        "4 bytes a character); the process's RSS grows by about 1.5 times this once it is full.",
     )
     store_ttl: float = Field(
         3600.0,

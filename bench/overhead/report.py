@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bench.overhead.procs import Server
     from bench.overhead.runner import Bench
 
 
@@ -253,6 +254,30 @@ def print_rss(b: Bench) -> None:
             figures = " ".join(f"{fmt(b.rss[k].get(name), 1):>8}" for k in steps)
             print(f"  {name:<16}{figures}")
     print()
+
+
+def scraped(server: Server, family: str, label: str) -> float | None:
+    """One sample of a server's /metrics, e.g. `shrink_cache_entries`, `cache="retrieval"`."""
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    m = re.search(rf"^{family}\{{[^}}]*{label}[^}}]*\}} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def print_store(b: Bench, names: list[str]) -> dict[str, Any]:
+    """The retrieval store's entries in each proxy after the run, read from its /metrics."""
+    out: dict[str, Any] = {}
+    print('== retrieval store after the run (shrink_cache_*{cache="retrieval"})')
+    for name in names:
+        entries = scraped(b.servers[name], "shrink_cache_entries", 'cache="retrieval"')
+        hits = scraped(b.servers[name], "shrink_cache_hits_total", 'cache="retrieval"')
+        out[name] = {"entries": entries, "hits": hits}
+        print(f"  {name:<16} entries {fmt(entries, 0):>8}  hits {fmt(hits, 0):>8}")
+    print()
+    return out
 
 
 def print_header(b: Bench) -> None:

@@ -26,6 +26,7 @@ from bench.overhead.scenarios import (
     Scenario,
     Target,
     scenarios_main,
+    scenarios_retrieval,
     scenarios_transport,
 )
 from tests.shared_dir import DEV_CORPUS
@@ -112,10 +113,12 @@ class Bench:
             transport,
         )
 
-    def proxy(self, name: str, window: int) -> Server:
-        """`python -m proxy serve` pointed at the fake upstream, with offline tiktoken files."""
+    def proxy(self, name: str, window: int, settings: dict[str, str] | None = None) -> Server:
+        """`python -m proxy serve` pointed at the fake upstream, with offline tiktoken files
+        (and `settings`, SHRINK_* variables, for an experiment)."""
         cache = bodies.default_tiktoken_dir()
         env = {"TIKTOKEN_CACHE_DIR": cache} if cache else {}
+        env.update(settings or {})
         port = procs.free_port()
         argv = python_module(
             "proxy",
@@ -416,8 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--litellm", action="store_true", help=f"add LiteLLM ({LITELLM_VENV})")
     parser.add_argument(
         "--experiment",
-        choices=["transport"],
-        help="transport: floor with httpx's transport vs httpx-aiohttp's, instead of the main run",
+        choices=["transport", "retrieval"],
+        help="transport: floor with httpx's transport vs httpx-aiohttp's, instead of the main "
+        "run; retrieval: the large body through a shrinking proxy with retrieval on and off "
+        "(the store's RSS)",
     )
     parser.add_argument(
         "--scenario",
@@ -435,12 +440,16 @@ def main(argv: list[str] | None = None) -> int:
     gen: LoadGen | None = None
     try:
         b.build_bodies()
-        floor_name = f"floor-{args.floor}" if args.experiment is None else "floor-httpx"
+        floor_name = f"floor-{args.floor}" if args.experiment != "transport" else "floor-httpx"
         extra: list[Target] = []
         if args.experiment == "transport":
             b.floor("httpx", "floor-httpx")
             b.floor("aiohttp", "floor-aiohttp")
             b.proxy("proxy", 10_000_000)
+        elif args.experiment == "retrieval":
+            b.floor(args.floor, floor_name)
+            b.proxy("shrink", args.shrink_window)
+            b.proxy("shrink-noref", args.shrink_window, {"SHRINK_RETRIEVE": "false"})
         else:
             b.floor(args.floor, floor_name)
             b.proxy("proxy", 10_000_000)
@@ -454,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         report.print_header(b)
         if args.experiment == "transport":
             scenarios = scenarios_transport(b)
+        elif args.experiment == "retrieval":
+            scenarios = scenarios_retrieval(b, floor_name)
         else:
             scenarios = scenarios_main(b, floor_name, extra)
         if args.scenario:
@@ -482,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
             print()
         if args.experiment is None:
             report.print_summary(b, floor_name)
+        if args.experiment == "retrieval":
+            b.out["retrieval_store"] = report.print_store(b, ["shrink", "shrink-noref"])
         report.print_rss(b)
         b.out["rss_mb"] = b.rss
     except Exception:

@@ -154,3 +154,20 @@ def scenarios_transport(b: Bench) -> list[Scenario]:
         for c in (1, 64)
     ]
     return out
+
+
+def scenarios_retrieval(b: Bench, floor_name: str) -> list[Scenario]:
+    """The large body through two shrinking proxies, retrieval on (the default: every original
+    kept in the store) and off: the RSS the store adds, warm and with a new conversation per
+    request (cold: every request brings originals the store has not seen)."""
+    s = b.servers
+    targets = [
+        Target("direct", b.upstream),
+        Target(floor_name, s[floor_name]),
+        Target("shrink", s["shrink"]),
+        Target("shrink cold", s["shrink"], cold=True),
+        Target("shrink-noref", s["shrink-noref"]),
+        Target("shrink-noref cold", s["shrink-noref"], cold=True),
+    ]
+    secs = b.profile.large_seconds
+    return [Scenario("large-json", "large-json", False, c, targets, secs) for c in (1, 64)]

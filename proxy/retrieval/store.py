@@ -2,13 +2,16 @@
 async interface a shared store (Redis, proxy.retrieval.redis) implements too.
 
 A ref names its content (a hash of it), so a put is idempotent and any replica holding the text
-serves it alike. The embedded store is bounded three ways (entries, characters, age), oldest
-out first, and remembers a bounded list of the refs it let go of, so an expired ref gets a clear
-answer rather than "unknown". Used from the event loop only: no lock.
+serves it alike. The embedded store is bounded three ways (entries, bytes, age), oldest out
+first. Its bytes are the texts' size in memory (a character takes 1 to 4), so text from a tool
+nobody controls cannot hold four times the bound. It remembers a bounded list of the refs it
+let go of, so an expired ref gets a clear answer rather than "unknown". Used from the event
+loop only: no lock.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -36,7 +39,7 @@ class Store(Protocol):
         ...
 
     def info(self) -> dict[str, int]:
-        """Figures for /metrics: entries, chars, hits, misses, evicted."""
+        """Figures for /metrics: entries, bytes, hits, misses, evicted."""
         ...
 
 
@@ -44,17 +47,17 @@ class MemoryStore:
     def __init__(
         self,
         max_items: int = 4096,
-        max_chars: int = 64_000_000,
+        max_bytes: int = 64_000_000,
         ttl: float = 3600.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_items = max(1, max_items)
-        self.max_chars = max(1, max_chars)
+        self.max_bytes = max(1, max_bytes)
         self.ttl = ttl
         self.clock = clock
         self._texts: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self._gone: OrderedDict[str, str] = OrderedDict()
-        self.chars = 0
+        self.bytes = 0
         self.hits = self.misses = self.evicted = 0
 
     def __len__(self) -> int:
@@ -82,17 +85,17 @@ class MemoryStore:
         for ref, text in items.items():
             old = self._texts.pop(ref, None)
             if old is not None:
-                self.chars -= len(old[0])
-            if len(text) > self.max_chars:
+                self.bytes -= sys.getsizeof(old[0])
+            size = sys.getsizeof(text)
+            if size > self.max_bytes:
                 continue  # larger than the whole store: not kept (read as gone)
             self._texts[ref] = (text, now)
-            self.chars += len(text)
+            self.bytes += size
             self._gone.pop(ref, None)
-        while len(self._texts) > self.max_items or self.chars > self.max_chars:
+        while len(self._texts) > self.max_items or self.bytes > self.max_bytes:
             self._drop(
                 next(iter(self._texts)),
-                f"evicted to make room (kept: {self.max_items:,} texts, "
-                f"{self.max_chars:,} characters)",
+                f"evicted to make room (kept: {self.max_items:,} texts, {self.max_bytes:,} bytes)",
             )
 
     def get_sync(self, ref: str) -> str:
@@ -119,7 +122,7 @@ class MemoryStore:
     def info(self) -> dict[str, int]:
         return {
             "entries": len(self._texts),
-            "chars": self.chars,
+            "bytes": self.bytes,
             "hits": self.hits,
             "misses": self.misses,
             "evicted": self.evicted,
@@ -135,7 +138,7 @@ class MemoryStore:
 
     def _drop(self, ref: str, why: str) -> None:
         text, _ = self._texts.pop(ref)
-        self.chars -= len(text)
+        self.bytes -= sys.getsizeof(text)
         self.evicted += 1
         self._gone[ref] = why
         while len(self._gone) > FORGOTTEN:
