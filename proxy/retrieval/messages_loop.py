@@ -20,6 +20,7 @@ from proxy.retrieval.messages import (
     is_use,
     said,
 )
+from proxy.retrieval.messages_stream import relay_rounds
 from proxy.retrieval.rounds import ERROR_BODY_LIMIT, Rounds
 
 
@@ -32,7 +33,7 @@ async def serve_rounds(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Re
     if rounds.stream:
         if not resp.headers.get("content-type", "").startswith("text/event-stream"):
             return None
-        return None  # not yet continued: relayed as it comes
+        return relay_rounds(ex, resp, rounds)
     if not inspectable(resp):
         return None
     try:

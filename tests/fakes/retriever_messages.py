@@ -24,6 +24,8 @@ by headers:
   x-script-full-delta: 1    message_delta's usage repeats the input figures (as Anthropic's API
                             now does), not only output_tokens
   x-script-bad-input: 1     the retrieval call's input is not an object (a string)
+  x-script-never: 1         never call shrink_retrieve (with x-script-both: call the client's
+                            tool alone)
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ def decide(body: dict[str, Any], h: Any, served: int) -> list[dict[str, Any]]:
     def use(name: str, i: int, arguments: Any) -> dict[str, Any]:
         return {"type": "tool_use", "id": f"toolu_{served}_{i}", "name": name, "input": arguments}
 
+    if h.get("x-script-never"):
+        if h.get("x-script-both") and client_tool:
+            return [*thinking, {"type": "text", "text": "Looking. "}, use(client_tool, 0, {})]
+        return [{"type": "text", "text": "Plain answer."}]
     if NAME in names and wanted and (served == 0 or h.get("x-script-always")):
         ours = use(NAME, 1, "not an object" if h.get("x-script-bad-input") else {"hash": wanted})
         calls = [ours]
@@ -113,6 +119,7 @@ def decide(body: dict[str, Any], h: Any, served: int) -> list[dict[str, Any]]:
 class FakeMessagesRetriever:
     url: str = ""
     requests: list[Recorded] = field(default_factory=list)
+    sent: bytes = b""  # the latest stream's bytes, as written
     cancelled: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -176,6 +183,7 @@ class FakeMessagesRetriever:
         if h.get("x-script-cut-round") == str(served):
             events = events[:-2]
         delay = float(h.get("x-script-chunk-delay", "0"))
+        self.sent = b"".join(events)
         return StreamingResponse(paced(events, delay), media_type="text/event-stream")
 
 
