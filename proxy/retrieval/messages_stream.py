@@ -273,7 +273,7 @@ class RoundStream:
         return e if n == i else frame({**obj, "index": n})
 
     def ours_in(self, turn: Turn) -> list[int]:
-        return [i for i, b in turn.blocks.items() if is_ours(b.value)]
+        return sorted(i for i, b in turn.blocks.items() if is_ours(b.value))
 
     def release(self, turn: Turn, drop: list[int]) -> bytes:
         """The held events, less those of the blocks in `drop`, renumbered."""
