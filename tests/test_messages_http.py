@@ -16,6 +16,7 @@ import pytest
 from bench import corpus
 from bench.anthropic_form import breakpoints, claude_code, pairing_ok, to_anthropic
 from proxy.app import create_app
+from proxy.retrieval.tool import MESSAGES_TOOL
 from proxy.settings import Settings
 from tests.fakes.anthropic import FakeAnthropic, count_tokens
 from tests.fakes.server import serve
@@ -77,7 +78,9 @@ def test_a_long_agent_conversation_fits_because_it_was_shrunk(
     sent = orjson.loads(fake.last.body)
     assert count_tokens(sent) <= fake.context_limit
     assert pairing_ok(sent)
-    assert sent["system"] == body["system"] and sent["tools"] == body["tools"]
+    assert sent["system"] == body["system"]
+    # The client's tools as sent, the in-flight retrieval tool after them (markers name refs).
+    assert sent["tools"] == [*body["tools"], MESSAGES_TOOL]
     assert sent["messages"][-1] == body["messages"][-1]  # the latest turn intact
     marker = sent["messages"][0]
     assert marker["role"] == "user" and "omitted" in marker["content"]

@@ -15,7 +15,7 @@ from proxy.pipeline.anthropic import ANTHROPIC, TOKENS_PER_MESSAGE
 from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.responses import RESPONSES
 from proxy.pipeline.types import Mode
-from proxy.retrieval.tool import CHAT_TOOL
+from proxy.retrieval.tool import CHAT_TOOL, MESSAGES_TOOL
 from proxy.tokens import ShapedCount, ShapedCounter, TokenCounter
 from proxy.wire import parse_chat, requested_completion_tokens
 from proxy.wire.anthropic import parse_messages, system_text
@@ -92,7 +92,13 @@ CHAT_WIRE = WireFormat(
     "chat", CHAT, parse_chat, shaped=False, system_field=None, retrieval_tool=CHAT_TOOL
 )
 ANTHROPIC_WIRE = WireFormat(
-    "anthropic", ANTHROPIC, parse_messages, shaped=True, system_field="system", reserve_share=4
+    "anthropic",
+    ANTHROPIC,
+    parse_messages,
+    shaped=True,
+    system_field="system",
+    reserve_share=4,
+    retrieval_tool=MESSAGES_TOOL,
 )
 RESPONSES_WIRE = WireFormat(
     "responses",
