@@ -10,13 +10,15 @@ import httpx
 from fastapi.responses import Response
 
 from proxy.exchange import Exchange
-from proxy.retrieval import loop
+from proxy.retrieval import loop, responses
+from proxy.retrieval.responses_items import RESPONSES_SHAPE
 from proxy.retrieval.rounds import CHAT_SHAPE, Rounds, Shape
 
 Serve = Callable[[Exchange, httpx.Response, Rounds], Awaitable[Response | None]]
 
 LOOPS: dict[str, tuple[Shape, Serve]] = {
     "chat": (CHAT_SHAPE, loop.serve_rounds),
+    "responses": (RESPONSES_SHAPE, responses.serve_rounds),
 }
 
 

@@ -65,3 +65,11 @@ def server_history(body: dict[str, Any]) -> bool:
     return isinstance(items, list) and any(
         isinstance(i, dict) and i.get("type") == "item_reference" for i in items
     )
+
+
+def retrieval_offered(body: dict[str, Any]) -> bool:
+    """Whether the in-flight `shrink_retrieve` tool may go with this request. Not when the
+    server holds history (the proxy cannot count the room the prompt leaves, and a marker in
+    that history was issued by another request, so its hash would be refused). Not in a
+    stream, yet: its loop comes next."""
+    return not server_history(body) and body.get("stream") is not True
