@@ -10,8 +10,8 @@ complete: a client chaining `previous_response_id` on it continues from the whol
 its `output` every round's items without ours (an earlier round's calls of the client's are
 dropped with that round: the model makes them again), `output_text` recomputed if present, and
 usage summed over every round upstream answered. A continuation's refusal is relayed in
-OpenAI's shape with the upstream's status. This module holds the non-stream loop;
-proxy.retrieval.responses_items what it reads of a round; proxy.wire.responses says which
+OpenAI's shape with the upstream's status. This module holds the non-stream loop and what the
+stream's (proxy.retrieval.responses_stream) shares with it; proxy.wire.responses says which
 requests get the tool at all.
 """
 
@@ -25,6 +25,7 @@ from fastapi.responses import Response
 
 from proxy.exchange import ClientGone, Exchange, inspectable
 from proxy.retrieval.responses_items import finished, ours_in, said, shown
+from proxy.retrieval.responses_stream import relay_rounds
 from proxy.retrieval.rounds import ERROR_BODY_LIMIT, Rounds, upstream_error
 
 
@@ -35,7 +36,9 @@ async def serve_rounds(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Re
     if resp.status_code != 200:
         return None
     if rounds.stream:
-        return None  # not offered in a stream (proxy.wire.responses)
+        if not resp.headers.get("content-type", "").startswith("text/event-stream"):
+            return None
+        return relay_rounds(ex, resp, rounds)
     if not inspectable(resp):
         return None
     try:

@@ -70,6 +70,12 @@ def server_history(body: dict[str, Any]) -> bool:
 def retrieval_offered(body: dict[str, Any]) -> bool:
     """Whether the in-flight `shrink_retrieve` tool may go with this request. Not when the
     server holds history (the proxy cannot count the room the prompt leaves, and a marker in
-    that history was issued by another request, so its hash would be refused). Not in a
-    stream, yet: its loop comes next."""
-    return not server_history(body) and body.get("stream") is not True
+    that history was issued by another request, so its hash would be refused). Not in a stream
+    the server stores (`store` absent or true): a stream keeps one response id from its
+    `response.created` to its end (the openai SDK checks it), the first round's, and that
+    stored response ends in our call, unanswered, which would break a next turn chained on it
+    with `previous_response_id`. A non-stream answer takes the last round's id, whose stored
+    history is complete (see proxy.retrieval.responses)."""
+    if server_history(body):
+        return False
+    return body.get("stream") is not True or body.get("store") is False
