@@ -35,6 +35,7 @@ from proxy.retrieval.responses_items import (
     is_client_call,
     is_ours,
     ours_in,
+    output_text,
     said,
     summed,
 )
@@ -309,6 +310,8 @@ class RoundStream:
                 whole[key] = self.first[key]
         if usage is not None and self.rounds.usages:
             whole["usage"] = summed([*self.rounds.usages, usage])
+        if isinstance(whole.get("output_text"), str):
+            whole["output_text"] = output_text(whole["output"])
         return out + self.emit(e, obj, turn, changes={"response": whole})
 
     def keep_shown(self, turn: Turn, output: list[Any]) -> None:
