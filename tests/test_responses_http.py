@@ -17,6 +17,7 @@ import pytest
 from bench import corpus
 from bench.responses_form import codex, pairing_ok, to_responses
 from proxy.app import create_app
+from proxy.retrieval.tool import RESPONSES_TOOL
 from proxy.settings import Settings
 from tests.fakes.responses import ENCRYPTED, FakeResponses, count_tokens
 from tests.fakes.server import serve
@@ -79,7 +80,9 @@ def test_a_long_agent_conversation_fits_because_it_was_shrunk(
     sent = orjson.loads(fake.last.body)
     assert count_tokens(sent) <= fake.context_limit
     assert pairing_ok(sent)
-    assert sent["instructions"] == body["instructions"] and sent["tools"] == body["tools"]
+    # The client's tools as sent, then the in-flight retrieval tool (the input names refs).
+    assert sent["instructions"] == body["instructions"]
+    assert sent["tools"] == [*body["tools"], RESPONSES_TOOL]
     assert sent["input"][-1] == body["input"][-1]  # the latest turn intact
     marker = sent["input"][0]
     assert marker["type"] == "message" and "omitted" in marker["content"]

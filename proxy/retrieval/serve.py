@@ -10,8 +10,9 @@ import httpx
 from fastapi.responses import Response
 
 from proxy.exchange import Exchange
-from proxy.retrieval import loop, messages_loop
+from proxy.retrieval import loop, messages_loop, responses
 from proxy.retrieval.messages import MESSAGES_SHAPE
+from proxy.retrieval.responses_items import RESPONSES_SHAPE
 from proxy.retrieval.rounds import CHAT_SHAPE, Rounds, Shape
 
 Serve = Callable[[Exchange, httpx.Response, Rounds], Awaitable[Response | None]]
@@ -19,6 +20,7 @@ Serve = Callable[[Exchange, httpx.Response, Rounds], Awaitable[Response | None]]
 LOOPS: dict[str, tuple[Shape, Serve]] = {
     "chat": (CHAT_SHAPE, loop.serve_rounds),
     "anthropic": (MESSAGES_SHAPE, messages_loop.serve_rounds),
+    "responses": (RESPONSES_SHAPE, responses.serve_rounds),
 }
 
 

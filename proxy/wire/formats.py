@@ -15,11 +15,11 @@ from proxy.pipeline.anthropic import ANTHROPIC, TOKENS_PER_MESSAGE
 from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.responses import RESPONSES
 from proxy.pipeline.types import Mode
-from proxy.retrieval.tool import CHAT_TOOL, MESSAGES_TOOL
+from proxy.retrieval.tool import CHAT_TOOL, MESSAGES_TOOL, RESPONSES_TOOL
 from proxy.tokens import ShapedCount, ShapedCounter, TokenCounter
 from proxy.wire import parse_chat, requested_completion_tokens
 from proxy.wire.anthropic import parse_messages, system_text
-from proxy.wire.responses import parse_responses, server_history
+from proxy.wire.responses import parse_responses, retrieval_offered, server_history
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class WireFormat:
     # The tool the proxy answers in flight (proxy.retrieval), in this format's shape: added to
     # a request that carries tools and whose shrunk messages name a ref. None: not offered.
     retrieval_tool: dict[str, Any] | None = None
+    # Whether a request of this format may have the tool at all (None: any that has tools).
+    retrieval_offered: Callable[[dict[str, Any]], bool] | None = None
 
     def plan_mode(self, body: dict[str, Any], mode: Mode) -> tuple[Mode, bool]:
         """(the mode to plan `body` in, whether its history is held upstream): a request whose
@@ -69,10 +71,14 @@ class WireFormat:
 
     def tool_room(self, body: dict[str, Any], tokens: TokenCounter) -> int:
         """Tokens the retrieval tool would add to `body`: 0 when it is not offered there (no
-        tool of the client's: not an agent; or a format without one)."""
+        tool of the client's: not an agent; a format without one; or one whose
+        `retrieval_offered` refuses the request). Decided from the body alone, so that the plan
+        is the same whether the client turns the tool off or not."""
         tools = body.get("tools")
         if self.retrieval_tool is None or not isinstance(tools, list) or not tools:
             return 0  # a junk `tools` is the backend's to refuse, as sent
+        if self.retrieval_offered is not None and not self.retrieval_offered(body):
+            return 0
         return tokens.count_tools([self.retrieval_tool])
 
     def with_retrieval_tool(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -109,5 +115,7 @@ RESPONSES_WIRE = WireFormat(
     field="input",
     reserve_keys=("max_output_tokens",),
     held=server_history,
+    retrieval_tool=RESPONSES_TOOL,
+    retrieval_offered=retrieval_offered,
 )
 FORMATS = {f.name: f for f in (CHAT_WIRE, ANTHROPIC_WIRE, RESPONSES_WIRE)}

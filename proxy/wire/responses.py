@@ -65,3 +65,17 @@ def server_history(body: dict[str, Any]) -> bool:
     return isinstance(items, list) and any(
         isinstance(i, dict) and i.get("type") == "item_reference" for i in items
     )
+
+
+def retrieval_offered(body: dict[str, Any]) -> bool:
+    """Whether the in-flight `shrink_retrieve` tool may go with this request. Not when the
+    server holds history (the proxy cannot count the room the prompt leaves, and a marker in
+    that history was issued by another request, so its hash would be refused). Not in a stream
+    the server stores (`store` absent or true): a stream keeps one response id from its
+    `response.created` to its end (the openai SDK checks it), the first round's, and that
+    stored response ends in our call, unanswered, which would break a next turn chained on it
+    with `previous_response_id`. A non-stream answer takes the last round's id, whose stored
+    history is complete (see proxy.retrieval.responses)."""
+    if server_history(body):
+        return False
+    return body.get("stream") is not True or body.get("store") is False

@@ -1,0 +1,392 @@
+"""The in-flight retrieval loop on the Responses API (`/v1/responses`) over real HTTP: the real
+`openai` SDK as the client, the proxy and a scripted upstream that calls `shrink_retrieve` for
+the hash its markers name (tests/fakes/retriever_responses.py), each under uvicorn on
+127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import httpx
+import openai
+import orjson
+import pytest
+
+from bench.responses_form import to_responses
+from proxy.app import create_app
+from proxy.pipeline.refs import refs_in, text_ref
+from proxy.retrieval.responses_items import RESPONSES_SHAPE, summed
+from proxy.retrieval.tool import NAME, RESPONSES_TOOL
+from proxy.settings import Settings
+from tests.fakes.retriever_responses import (
+    ENCRYPTED,
+    OUTPUT_TOKENS,
+    REASONING_TOKENS,
+    FakeResponsesRetriever,
+)
+from tests.fakes.server import serve
+from tests.test_shrink_http import BIG_LOG, conversation
+
+CHAT_TOOLS = [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}]
+BODY = to_responses(
+    {"model": "fake-model", "messages": conversation(1, BIG_LOG), "tools": CHAT_TOOLS}
+)
+TOOLS = BODY["tools"]
+REF = text_ref(BIG_LOG)
+FIRST_LINE = BIG_LOG.splitlines()[0]
+
+
+@pytest.fixture(scope="module")
+def script_server() -> Iterator[FakeResponsesRetriever]:
+    fake = FakeResponsesRetriever()
+    with serve(fake.app()) as url:
+        fake.url = url  # type: ignore[attr-defined]
+        yield fake
+
+
+@pytest.fixture
+def script(script_server: FakeResponsesRetriever) -> FakeResponsesRetriever:
+    script_server.reset()
+    return script_server
+
+
+@pytest.fixture
+def proxy(script: FakeResponsesRetriever) -> Iterator[Any]:
+    """proxy(**settings) -> an OpenAI client of a proxy in front of the scripted upstream."""
+    with ExitStack() as stack:
+
+        def start(**overrides: Any) -> openai.OpenAI:
+            overrides.setdefault("upstream_url", script.url + "/v1")  # type: ignore[attr-defined]
+            overrides.setdefault("discover_window", False)
+            overrides.setdefault("tool_max_tokens", 256)
+            url = stack.enter_context(serve(create_app(Settings(**overrides))))
+            client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=30)
+            return stack.enter_context(client)
+
+        yield start
+
+
+def create(client: openai.OpenAI, headers: dict[str, str] | None = None, **more: Any) -> Any:
+    """The raw response (headers) of a request whose compacted tool output names REF."""
+    return client.responses.with_raw_response.create(
+        **{**BODY, **more}, extra_headers=headers or {}
+    )
+
+
+def sent(script: FakeResponsesRetriever, i: int) -> dict[str, Any]:
+    return orjson.loads(script.requests[i].body)
+
+
+def prompts(script: FakeResponsesRetriever) -> list[int]:
+    return [len(r.body) // 4 for r in script.requests]
+
+
+def stream_events(client: openai.OpenAI, headers: dict[str, str] | None = None, **more: Any):
+    """Every event of the SDK's `responses.stream()` helper, which checks the stream hangs
+    together (one response id, each item added before its content and done before the end),
+    and its final response is the `response.completed` event's (store off: a stream the server
+    keeps does not get the tool, see test_not_offered_where_a_chained_turn_would_break)."""
+    more.setdefault("store", False)
+    with client.responses.stream(**{**BODY, **more}, extra_headers=headers or {}) as stream:
+        events = list(stream)
+        assert stream.get_final_response().output == events[-1].response.output
+    return events
+
+
+def text_of(events: list[Any]) -> str:
+    return "".join(e.delta for e in events if e.type == "response.output_text.delta")
+
+
+def test_the_shape_reads_a_bare_string_input_as_one_user_message() -> None:
+    assert RESPONSES_SHAPE.items({"input": "hi"}) == [{"role": "user", "content": "hi"}]
+    assert RESPONSES_SHAPE.items({"input": [{"type": "x"}]}) == [{"type": "x"}]
+    u = {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 4},
+        "output_tokens": 3,
+        "output_tokens_details": {"reasoning_tokens": 1},
+        "total_tokens": 13,
+    }
+    assert summed([u, u]) == {
+        "input_tokens": 20,
+        "input_tokens_details": {"cached_tokens": 8},
+        "output_tokens": 6,
+        "output_tokens_details": {"reasoning_tokens": 2},
+        "total_tokens": 26,
+    }
+
+
+def test_non_stream_serves_the_call_and_the_client_sees_one_response(proxy, script) -> None:
+    headers = {"x-script-cached": "3", "x-script-reasoning": "1", "x-script-output-text": "1"}
+    raw = create(proxy(), headers)
+    out = raw.parse()
+    assert len(script.requests) == 2 and raw.headers["x-shrink-retrieve-rounds"] == "1"
+    first, second = sent(script, 0), sent(script, 1)
+    # Ours after the client's own tools, byte-stable.
+    assert first["tools"] == [*TOOLS, RESPONSES_TOOL]
+    assert REF in refs_in(str(first["input"]))
+    # The continuation: the same body, the round's output items as produced, one output.
+    assert {k: v for k, v in second.items() if k != "input"} == {
+        k: v for k, v in first.items() if k != "input"
+    }
+    assert second["input"][: len(first["input"])] == first["input"]
+    reasoning, message, call, result = second["input"][len(first["input"]) :]
+    assert reasoning == {
+        "type": "reasoning",
+        "id": "rs_round0",
+        "summary": [{"type": "summary_text", "text": "Round 0 thoughts."}],
+        "encrypted_content": ENCRYPTED + "0",
+    }
+    assert orjson.dumps(reasoning) in script.requests[1].body  # as it came, byte for byte
+    assert message["id"] == "msg_round0" and message["content"][0]["text"] == "Looking. "
+    assert call["type"] == "function_call" and call["name"] == NAME
+    assert result["type"] == "function_call_output" and result["call_id"] == call["call_id"]
+    assert result["output"].startswith(f"[shrink_retrieve hash={REF}: lines 1-")
+    assert FIRST_LINE in result["output"]
+    # One response: the last round's id (its stored history is complete), every round's items.
+    assert out.id.startswith("resp_round1_") and out.created_at == 1_700_000_000
+    assert [i.type for i in out.output] == ["reasoning", "message", "reasoning", "message"]
+    assert out.output[2].encrypted_content == ENCRYPTED + "1"
+    assert out.output_text.startswith("Looking. I read: [shrink_retrieve hash=")
+    assert out.output_text.endswith(FIRST_LINE)
+    assert raw.http_response.json()["output_text"] == out.output_text  # recomputed
+    assert out.usage.input_tokens == sum(prompts(script))
+    assert out.usage.output_tokens == 2 * OUTPUT_TOKENS
+    assert out.usage.total_tokens == sum(prompts(script)) + 2 * OUTPUT_TOKENS
+    assert out.usage.input_tokens_details.cached_tokens == 6
+    assert out.usage.output_tokens_details.reasoning_tokens == 2 * REASONING_TOKENS
+    assert f'"name":"{NAME}"' not in orjson.dumps(raw.http_response.json()["output"]).decode()
+
+
+def test_stream_continues_in_the_same_stream_with_usage_summed(proxy, script) -> None:
+    client = proxy()
+    with client.responses.stream(
+        **BODY, store=False, extra_headers={"x-script-reasoning": "1"}
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert len(script.requests) == 2
+    second = sent(script, 1)
+    appended = second["input"][len(sent(script, 0)["input"]) :]
+    assert [i["type"] for i in appended] == [
+        "reasoning",
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
+    assert appended[0]["encrypted_content"] == ENCRYPTED + "0"
+    text = text_of(events)
+    assert text.startswith("Looking. I read: [shrink_retrieve hash=") and FIRST_LINE in text
+    assert final.output_text == text
+    kinds = [e.type for e in events]
+    assert kinds.count("response.created") == 1 and kinds.count("response.in_progress") == 1
+    assert kinds.count("response.completed") == 1 and kinds[-1] == "response.completed"
+    assert not any("function_call" in k for k in kinds)
+    # One coherent stream: numbers run on across rounds, one id from created to completed.
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    added = [e.output_index for e in events if e.type == "response.output_item.added"]
+    assert added == [0, 1, 2, 3]
+    assert final.id == events[0].response.id and final.id.startswith("resp_round0_")
+    assert [i.type for i in final.output] == ["reasoning", "message", "reasoning", "message"]
+    assert final.usage.input_tokens == sum(prompts(script))
+    assert final.usage.output_tokens == 2 * OUTPUT_TOKENS
+    assert final.usage.output_tokens_details.reasoning_tokens == 2 * REASONING_TOKENS
+
+
+def test_stream_iterated_without_the_helper(proxy, script) -> None:
+    events = stream_events(proxy())
+    assert len(script.requests) == 2
+    text = text_of(events)
+    assert text.startswith("Looking. I read: ") and FIRST_LINE in text
+    (done,) = [e for e in events if e.type == "response.completed"]
+    assert done.response.output_text == text
+    items = [*(e.item for e in events if hasattr(e, "item")), *done.response.output]
+    assert not [i for i in items if i.type == "function_call"]
+
+
+def test_a_round_without_our_call_goes_out_byte_for_byte(proxy, script) -> None:
+    client = proxy()
+    url = str(client.base_url).rstrip("/") + "/responses"
+    body = {**BODY, "stream": True, "store": False}
+    for headers in ({"x-script-quiet": "1"}, {"x-script-quiet": "1", "x-script-both": "1"}):
+        script.reset()
+        r = httpx.post(url, json=body, headers=headers)
+        assert NAME in str(sent(script, 0)["tools"])  # offered, not called
+        assert len(script.requests) == 1 and r.content == script.sent[0]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_beside_client_tools_the_client_gets_only_its_own_call(proxy, script, stream) -> None:
+    client = proxy()
+    headers = {"x-script-both": "1"}
+    if stream:
+        events = stream_events(client, headers)
+        (done,) = [e for e in events if e.type == "response.completed"]
+        output = done.response.output
+        added = [e.item for e in events if e.type == "response.output_item.added"]
+        assert [i.type for i in added] == ["message", "function_call"]
+        args = "".join(e.delta for e in events if e.type.endswith("arguments.delta"))
+        assert orjson.loads(args) == {"cmd": "ls"}
+    else:
+        output = create(client, headers).parse().output
+    calls = [i for i in output if i.type == "function_call"]
+    assert [(c.name, orjson.loads(c.arguments)) for c in calls] == [("run", {"cmd": "ls"})]
+    assert calls[0].call_id == "call_1_0"  # the call the model made again, after the retrieval
+    # Round one called both; the continuation saw only the retrieval call and its result.
+    assert len(script.requests) == 2
+    appended = sent(script, 1)["input"][len(sent(script, 0)["input"]) :]
+    assert [(i["type"], i.get("name")) for i in appended] == [
+        ("message", None),
+        ("function_call", NAME),
+        ("function_call_output", None),
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_hash_never_issued_is_refused_to_the_model(proxy, script, stream) -> None:
+    client = proxy()
+    headers = {"x-script-hash": "ab" * 12}
+    if stream:
+        text = text_of(stream_events(client, headers))
+    else:
+        text = create(client, headers).parse().output_text
+    refusal = sent(script, 1)["input"][-1]["output"]
+    assert "was not issued in this conversation" in refusal
+    assert text == f"Looking. I read: {refusal}"
+
+
+def test_malformed_arguments_get_a_reason_and_the_loop_goes_on(proxy, script) -> None:
+    out = create(proxy(), {"x-script-bad-args": "1"}).parse()
+    refusal = sent(script, 1)["input"][-1]["output"]
+    assert refusal.startswith("shrink_retrieve: the arguments are not JSON")
+    assert out.output_text == f"Looking. I read: {refusal}"
+
+
+def test_an_expired_hash_says_so(proxy, script) -> None:
+    out = create(proxy(store_ttl=0.01), {"x-script-delay": "0.1"}).parse()
+    refusal = sent(script, 1)["input"][-1]["output"]
+    assert refusal.startswith(f"shrink_retrieve: hash={REF} is no longer kept: expired")
+    assert out.output_text.endswith(refusal)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_round_limit_strips_our_calls(proxy, script, stream) -> None:
+    client = proxy(retrieve_rounds=2)
+    headers = {"x-script-always": "1"}
+    if stream:
+        events = stream_events(client, headers)
+        assert not any("function_call" in e.type for e in events)
+        (done,) = [e for e in events if e.type == "response.completed"]
+        output, text = done.response.output, text_of(events)
+        assert done.response.output_text == text
+    else:
+        raw = create(client, headers)
+        assert raw.headers["x-shrink-retrieve-limit"] == "reached"
+        assert raw.headers["x-shrink-retrieve-rounds"] == "2"
+        out = raw.parse()
+        output, text = out.output, out.output_text
+    assert len(script.requests) == 3 and text == "Looking. " * 3
+    assert [i.type for i in output] == ["message"] * 3
+
+
+def test_header_off_sends_no_tool_and_plans_the_same(proxy, script) -> None:
+    client = proxy()
+    raw = create(client, {"x-shrink-retrieve": "off"})
+    assert len(script.requests) == 1 and "x-shrink-retrieve-rounds" not in raw.headers
+    off = sent(script, 0)
+    assert off["tools"] == TOOLS and raw.parse().output_text == "Plain answer."
+    script.reset()
+    create(client)
+    on = sent(script, 0)
+    assert on["tools"] == [*TOOLS, RESPONSES_TOOL]
+    assert on["input"] == off["input"]  # the same plan: no cut moved with the tool
+
+
+def test_setting_off_sends_no_tool(proxy, script) -> None:
+    raw = create(proxy(retrieve=False))
+    assert len(script.requests) == 1 and NAME not in str(sent(script, 0)["tools"])
+    assert raw.parse().output_text == "Plain answer."
+
+
+def test_not_offered_where_a_chained_turn_would_break(proxy, script) -> None:
+    """No tool with server-held history, nor in a stream the server stores (its one id would
+    be a stored response that ends in our call, unanswered); the input's refs stay."""
+    client = proxy()
+    create(client, previous_response_id="resp_earlier")
+    events = stream_events(client, store=True)
+    list(client.responses.create(**BODY, stream=True))  # store left to its default (true)
+    assert len(script.requests) == 3
+    for i in range(3):
+        body = sent(script, i)
+        assert body["tools"] == TOOLS and REF in refs_in(str(body["input"]))
+    assert text_of(events) == "Plain answer."
+
+
+def test_a_continuation_error_reaches_the_client_in_openai_shape(proxy, script) -> None:
+    client = proxy()
+    with pytest.raises(openai.InternalServerError) as info:
+        create(client, {"x-script-fail-round": "1"})
+    assert info.value.body == {
+        "message": "scripted failure",
+        "type": "server_error",
+        "param": None,
+        "code": "boom",
+    }
+    stream = client.responses.create(
+        **BODY, store=False, stream=True, extra_headers={"x-script-fail-round": "1"}
+    )
+    got = []
+    with pytest.raises(openai.APIError, match="scripted failure"):
+        for e in stream:
+            got.append(e.type)
+            if e.type == "response.output_text.delta":
+                assert e.delta == "Looking. "  # the first round's text came before the failure
+    assert "response.output_text.delta" in got
+
+
+@pytest.mark.parametrize("round_", ["0", "1"])
+def test_a_stream_that_ends_without_its_last_event_ends_in_an_error(proxy, script, round_) -> None:
+    client = proxy()
+    stream = client.responses.create(
+        **BODY, store=False, stream=True, extra_headers={"x-script-cut-round": round_}
+    )
+    got = []
+    with pytest.raises(openai.APIError, match="ended before its last event"):
+        for e in stream:
+            got.append(e)
+    assert len(script.requests) == 1 + int(round_)
+    assert not any("function_call" in e.type for e in got)  # ours never went out
+
+
+def test_a_client_that_leaves_stops_the_loop(proxy, script) -> None:
+    client = proxy()
+    url = str(client.base_url).rstrip("/") + "/responses"
+    body = {**BODY, "stream": True, "store": False}
+    with httpx.stream("POST", url, json=body, headers={"x-script-hang-round": "1"}) as r:
+        for line in r.iter_lines():
+            if "Looking." in line:
+                break
+    assert script.cancelled.wait(10)  # the continuation was dropped once the client left
+
+
+def test_first_text_is_not_held_behind_a_round(proxy, script) -> None:
+    """Round one's text reaches the client while the model is still writing the call."""
+    client = proxy()
+    url = str(client.base_url).rstrip("/") + "/responses"
+    seen = threading.Event()
+    started = time.monotonic()
+    with httpx.stream(
+        "POST",
+        url,
+        json={**BODY, "stream": True, "store": False},
+        headers={"x-script-chunk-delay": "0.3"},
+    ) as r:
+        for line in r.iter_lines():
+            if "Looking." in line:
+                seen.set()
+                break
+    assert seen.is_set() and time.monotonic() - started < 2.5  # the whole script takes > 5 s
