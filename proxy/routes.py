@@ -12,7 +12,15 @@ from fastapi.responses import JSONResponse, Response
 
 from proxy.apis import ANTHROPIC_API, CHAT_API, RESPONSES_API, Api
 from proxy.exchange import ClientGone, Exchange
-from proxy.flow import dump_deep, forwarded, plan_request, report_dict, serve, shrink_headers
+from proxy.flow import (
+    dump_deep,
+    forwarded,
+    plan_request,
+    report_dict,
+    serve,
+    shrink_headers,
+    unwanted_tool,
+)
 from proxy.inbound import (
     authorize,
     check_content_type,
@@ -23,6 +31,7 @@ from proxy.inbound import (
 )
 from proxy.planner import guess_model
 from proxy.retrieval.http import retrieve
+from proxy.retrieval.keep import retrieval_wanted
 from proxy.transport import failure_name
 
 __all__ = ["authorize", "router", "state_of"]
@@ -94,6 +103,9 @@ async def counted(request: Request, api: Api, shape: dict[str, str]) -> Response
     raw = api.prepare(await read_body(request, state.settings.max_body_bytes), state.settings)
     state.heap.note(len(raw))
     *_, body, plan = await plan_request(request, state, raw, ex.request_id, api)
+    # The retrieval tool too, when the real request would carry it: the count is of that.
+    if unwanted_tool(plan, retrieval_wanted(request, state.settings)).retrieval_tool:
+        body = api.fmt.with_retrieval_tool(body)
     ex.fields.update(route="count_tokens", request_id=ex.request_id, model=body.get("model"))
     ex.extra_headers = shrink_headers(plan.report)
     content = forwarded(body, plan.messages, api.fmt.field) if plan.changed else raw

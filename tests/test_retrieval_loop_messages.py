@@ -242,13 +242,19 @@ def test_a_continuation_error_reaches_the_client_in_anthropic_shape(proxy, scrip
     }
 
 
-def test_count_tokens_is_unaffected(proxy, script):
+@pytest.mark.parametrize("off", [False, True])
+def test_count_tokens_counts_the_request_as_it_would_go(proxy, script, off):
+    """With the retrieval tool when the real request would carry it, without it when the
+    client turned it off: Claude Code's auto-compact sees what the model will see."""
     client = proxy()
     body = request()
     del body["max_tokens"]
-    counted = client.messages.count_tokens(**body)
+    headers = {"x-shrink-retrieve": "off"} if off else {}
+    counted = client.messages.count_tokens(**body, extra_headers=headers)
     (seen,) = script.requests
-    assert seen.path == "/v1/messages/count_tokens" and seen.json()["tools"] == TOOLS
+    tools = seen.json()["tools"]
+    assert seen.path == "/v1/messages/count_tokens" and tools[: len(TOOLS)] == TOOLS
+    assert [t["name"] for t in tools[len(TOOLS) :]] == ([] if off else [NAME])
     assert counted.input_tokens == len(seen.body) // 4
 
 
