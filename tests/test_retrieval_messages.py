@@ -15,7 +15,7 @@ import pytest
 from proxy.flow import dump_deep
 from proxy.pipeline.refs import text_ref
 from proxy.retrieval.messages import MESSAGES_SHAPE, said, summed_usage
-from proxy.retrieval.messages_stream import RoundStream, Turn
+from proxy.retrieval.messages_stream import MessagesStream, Turn
 from proxy.retrieval.rounds import Call, Rounds
 from proxy.retrieval.store import MemoryStore
 from proxy.retrieval.tool import MESSAGES_TOOL, NAME
@@ -150,7 +150,7 @@ def end(stop: str) -> list[bytes]:
 
 
 def fold(r: Rounds, events: list[bytes], number: int = 0) -> tuple[bytes, Turn]:
-    rs = RoundStream(None, None, r)  # type: ignore[arg-type]  # event() needs neither
+    rs = MessagesStream(None, None, r)  # type: ignore[arg-type]  # event() needs neither
     turn = Turn(number)
     return b"".join(rs.event(e, turn) for e in events), turn
 
@@ -198,7 +198,7 @@ def test_a_round_that_cannot_continue_loses_our_call(tokens, limit, stop, told):
 def test_a_later_round_is_renumbered_and_its_end_carries_the_sums(tokens):
     r = rounds(tokens)
     r.note_usage({"input_tokens": 100, "output_tokens": 5, "cache_read_input_tokens": 7})
-    rs = RoundStream(None, None, r)  # type: ignore[arg-type]
+    rs = MessagesStream(None, None, r)  # type: ignore[arg-type]
     rs.next_index = 2  # the client saw two blocks of round one
     turn = Turn(1)
     out = b"".join(rs.event(e, turn) for e in [start(), *text(0, "c"), *end("end_turn")])

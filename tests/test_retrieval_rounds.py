@@ -14,7 +14,7 @@ from proxy.flow import dump_deep
 from proxy.pipeline.refs import text_ref
 from proxy.retrieval.rounds import NO_ROOM, Call, Rounds, chat_said, summed
 from proxy.retrieval.store import MemoryStore
-from proxy.retrieval.stream import RoundStream, Turn
+from proxy.retrieval.stream import ChatStream, Turn
 from proxy.settings import Settings
 from proxy.tokenizers import Tokenizers
 from tests.fakes.retriever import sse
@@ -90,7 +90,7 @@ def test_usage_is_summed_over_rounds():
     assert summed([a]) is a
 
 
-def drive(stream: RoundStream, events: list[bytes], number: int = 0) -> tuple[bytes, Turn]:
+def drive(stream: ChatStream, events: list[bytes], number: int = 0) -> tuple[bytes, Turn]:
     turn = Turn(number)
     return b"".join(stream.event(e, turn) for e in events), turn
 
@@ -102,7 +102,7 @@ def test_a_round_without_our_call_passes_byte_for_byte(counter):
     ]
     usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
     events = sse("r", "Let me run it.", calls, "tool_calls", usage)
-    out, turn = drive(RoundStream(None, None, rounds(counter, 1000)), events)  # type: ignore[arg-type]
+    out, turn = drive(ChatStream(None, None, rounds(counter, 1000)), events)  # type: ignore[arg-type]
     assert out == b"".join(events) and not turn.continuing
 
 
@@ -117,11 +117,11 @@ def test_our_call_among_the_clients_is_served_and_at_the_limit_taken_out(counter
     ]
     events = sse("r", "Hm.", calls, "tool_calls", None)
     r = rounds(counter, 1000)
-    out, turn = drive(RoundStream(None, None, r), events)  # type: ignore[arg-type]
+    out, turn = drive(ChatStream(None, None, r), events)  # type: ignore[arg-type]
     assert turn.continuing and [c.id for c in turn.ours] == ["c1"]
     assert b"tool_calls" not in out and b"[DONE]" not in out and b"Hm." in out
     r.served = r.settings.retrieve_rounds  # the limit: the client's call goes out, ours not
-    stream = RoundStream(None, None, r)  # type: ignore[arg-type]
+    stream = ChatStream(None, None, r)  # type: ignore[arg-type]
     stream.first = {"id": "first", "created": 7, "model": "m0"}
     out, turn = drive(stream, events, number=1)
     chunks = [orjson.loads(e[6:]) for e in out.split(b"\n\n") if e.startswith(b"data: {")]

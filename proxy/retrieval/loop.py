@@ -1,73 +1,64 @@
-"""The in-flight retrieval loop of a Chat Completions request: when the model calls
+"""The in-flight retrieval loop, whatever the wire format: when the model calls
 `shrink_retrieve`, the proxy answers the call from the store and continues the generation
-upstream (the same body, plus the assistant message that made the calls and one `tool` message
-per call), at most `retrieve_rounds` times. The client sees one completion and never the call.
+upstream (the same body plus the round's own items and the answers), at most `retrieve_rounds`
+times. The client sees one answer and never the call.
 
-The flow (proxy.flow) calls `serve_rounds` once the upstream was opened and the overflow retry
-handled, only when the tool went with the request. This module holds the non-stream loop,
-proxy.retrieval.stream continues a stream, proxy.retrieval.rounds is what both share. Whether
-a request wants the tool at all is `retrieval_wanted` (proxy.retrieval.keep: the one place that
-reads `x-shrink-retrieve`).
+The flow (proxy.flow) reaches it through proxy.retrieval.serve once the upstream was opened and
+the overflow retry handled, only when the tool went with the request. A stream is continued by
+the format's RoundStream (proxy.retrieval.round_stream); a JSON answer by the loop here, which
+asks the format's `Fold` what a round is: chat (proxy.retrieval.chat), Messages
+(proxy.retrieval.messages_loop), Responses (proxy.retrieval.responses).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import httpx
 import orjson
 from fastapi.responses import Response
 
 from proxy.exchange import ClientGone, Exchange, inspectable
-from proxy.retrieval.keep import retrieval_wanted
-from proxy.retrieval.rounds import (
-    ERROR_BODY_LIMIT,
-    Rounds,
-    chat_said,
-    split_calls,
-    upstream_error,
-)
-from proxy.retrieval.stream import relay_rounds
+from proxy.relay import Relay
+from proxy.retrieval.rounds import ERROR_BODY_LIMIT, Call, Rounds
 
-__all__ = ["Rounds", "retrieval_wanted", "serve_rounds"]
+RelayRounds = Callable[[Exchange, httpx.Response, Rounds], Relay]
 
 
-def without_ours(choice: dict[str, Any], rounds: Rounds) -> dict[str, Any]:
-    """A final choice with the retrieval calls taken out: only the client's calls stay, and a
-    choice left with none finishes as `stop` (its text is the answer)."""
-    message = choice.get("message")
-    ours, theirs = split_calls(message)
-    if not ours or not isinstance(message, dict):
-        return choice
-    rounds.limited = True
-    message = {k: v for k, v in message.items() if k != "tool_calls"}
-    if theirs:
-        message["tool_calls"] = theirs
-    elif choice.get("finish_reason") == "tool_calls":
-        choice = {**choice, "finish_reason": "stop"}
-    return {**choice, "message": message}
+@dataclass(frozen=True)
+class Step:
+    """A round to continue: its retrieval calls, the items it appends before their answers,
+    and the text it said (chat joins every round's text into its answer)."""
+
+    calls: list[Call]
+    said: list[Any]
+    text: str | None = None
 
 
-def finished(obj: dict[str, Any], first: dict[str, Any], rounds: Rounds) -> dict[str, Any]:
-    """The final round's completion as the client gets it: one completion (the first round's
-    id, created, model), the text of every round, usage summed, no retrieval call left."""
-    same: dict[str, Any] = {k: first[k] for k in ("id", "created", "model") if k in first}
-    out = {**obj, **same}
-    choices = obj.get("choices")
-    if isinstance(choices, list):
-        out["choices"] = [without_ours(c, rounds) if isinstance(c, dict) else c for c in choices]
-        if rounds.texts and out["choices"] and isinstance(out["choices"][0], dict):
-            head = out["choices"][0]
-            message = head.get("message")
-            if isinstance(message, dict):
-                text = "".join([*rounds.texts, message.get("content") or ""])
-                out["choices"][0] = {**head, "message": {**message, "content": text}}
-    if isinstance(obj.get("usage"), dict):
-        out["usage"] = rounds.total_usage(obj["usage"])
-    return out
+class Fold(Protocol):
+    """What the non-stream loop asks of a format, one request's rounds at a time (a fold may
+    keep what earlier rounds showed, for the answer)."""
+
+    def step(self, obj: dict[str, Any], rounds: Rounds) -> Step | None:
+        """The round to continue, or None: this round's answer is the client's."""
+        ...
+
+    def answer(
+        self, obj: dict[str, Any], first: dict[str, Any], rounds: Rounds, data: bytes
+    ) -> bytes:
+        """The client's answer from the final round (`data`: its bytes as received)."""
+        ...
+
+    def refusal(self, status: int, body: bytes) -> bytes:
+        """A continuation's error as the client gets it, in the format's shape."""
+        ...
 
 
-async def serve_rounds(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Response | None:
+async def serve_rounds(
+    ex: Exchange, resp: httpx.Response, rounds: Rounds, fold: Fold, relay: RelayRounds
+) -> Response | None:
     """The client's answer of a request that carries the retrieval tool; None when this
     response is not one the loop can continue (an error, a stream that is not an event stream,
     a JSON answer too large to inspect): the flow relays it as it would any other."""
@@ -76,20 +67,20 @@ async def serve_rounds(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Re
     if rounds.stream:
         if not resp.headers.get("content-type", "").startswith("text/event-stream"):
             return None
-        return relay_rounds(ex, resp, rounds)
+        return relay(ex, resp, rounds)
     if not inspectable(resp):
         return None
     try:
-        return await complete(ex, resp, rounds)
+        return await complete(ex, resp, rounds, fold)
     except ClientGone:
         ex.fields.update(rounds.log_fields())
         ex.log(status=499, client_disconnected=True)
         return Response(status_code=499)
 
 
-async def complete(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Response:
+async def complete(ex: Exchange, resp: httpx.Response, rounds: Rounds, fold: Fold) -> Response:
     """The non-stream loop: read each round whole, serve its retrieval calls, continue; the
-    last round's answer (or a continuation's error, relayed) goes to the client."""
+    last round's answer (or a continuation's error, in the format's shape) goes to the client."""
     first: dict[str, Any] | None = None
     while True:
         data = await ex.read_all(resp)
@@ -99,24 +90,16 @@ async def complete(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Respon
         except orjson.JSONDecodeError:
             obj = None
         if not isinstance(obj, dict):
-            return await reply(ex, resp, data, rounds)  # not a completion: the backend's own
+            return await reply(ex, resp, data, rounds)  # not an answer: the backend's own
         if first is None:
             first = obj
             ex.note_json_usage(data)  # the first round's prompt is the one our count planned
-        choices = obj.get("choices")
-        head = choices[0] if isinstance(choices, list) and choices else None
-        message = head.get("message") if isinstance(head, dict) else None
-        ours, _ = split_calls(message)
-        if not ours or not rounds.can_continue:
-            done = finished(obj, first, rounds)
-            return await reply(ex, resp, orjson.dumps(done), rounds)
-        assert isinstance(message, dict)
+        step = fold.step(obj, rounds)
+        if step is None:
+            return await reply(ex, resp, fold.answer(obj, first, rounds, data), rounds)
         rounds.note_usage(obj.get("usage"))
-        text = message.get("content") if isinstance(message.get("content"), str) else None
         async with ex.guarded():
-            content = await rounds.next_body(
-                ex.state.retrieval, [chat_said(text, ours)], ours, text
-            )
+            content = await rounds.next_body(ex.state.retrieval, step.said, step.calls, step.text)
         ex.state.metrics.retrieve_rounds.inc()
         ttfb = ex.ttfb  # the client waited for the first round's headers, not this one's
         resp = await ex.open(content, body_changed=True)
@@ -127,8 +110,7 @@ async def complete(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Respon
                 ex.fields.update(rounds.log_fields())
                 return ex.relay(resp)  # too large to inspect: as it comes
             error = await ex.read_all(resp, ERROR_BODY_LIMIT) or b""
-            shaped = upstream_error(resp.status_code, error)
-            return await reply(ex, resp, orjson.dumps(shaped.body()), rounds)
+            return await reply(ex, resp, fold.refusal(resp.status_code, error), rounds)
 
 
 async def reply(ex: Exchange, resp: httpx.Response, body: bytes, rounds: Rounds) -> Response:

@@ -31,7 +31,7 @@ import orjson
 
 from proxy.errors import ProxyError, anthropic_sse_error_frame
 from proxy.exchange import Exchange
-from proxy.relay import Relay, RelayOutcome
+from proxy.relay import Relay
 from proxy.retrieval.messages import (
     USAGE_KEYS,
     anthropic_error,
@@ -40,39 +40,15 @@ from proxy.retrieval.messages import (
     said,
     summed_usage,
 )
-from proxy.retrieval.rounds import ERROR_BODY_LIMIT, Call, Rounds
-from proxy.sse import EventFramer, anthropic_stream_end, event_json, split_events
+from proxy.retrieval.round_stream import RoundStream
+from proxy.retrieval.round_stream import relay_rounds as relay
+from proxy.retrieval.rounds import Call, Rounds
+from proxy.sse import anthropic_stream_end, event_json
 
 
 def relay_rounds(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Relay:
     """The client's stream: the first round's status and headers, then every round's events."""
-    rs = RoundStream(ex, resp, rounds)
-    headers = ex.headers_for(resp, keep_length=False)
-    headers.append(("x-accel-buffering", "no"))
-
-    def done(outcome: RelayOutcome) -> None:
-        ex.note_usage(rs.first_usage, rs.timings)  # the prompt our count planned: round one's
-        ex.fields.update(rounds.log_fields())
-        error = outcome.error.code if outcome.error else None
-        ex.log(
-            status=resp.status_code,
-            bytes=outcome.bytes_sent,
-            error=error,
-            upstream_error=error,
-            client_disconnected=outcome.client_disconnected or None,
-        )
-
-    return Relay(
-        status_code=resp.status_code,
-        headers=headers,
-        body=rs.events(),
-        close=rs.aclose,
-        event_stream=True,
-        watch=ex.watch,
-        on_done=done,
-        error_frame=anthropic_sse_error_frame,
-        stream_end=anthropic_stream_end,
-    )
+    return relay(ex, resp, MessagesStream(ex, resp, rounds))
 
 
 @dataclass
@@ -145,78 +121,32 @@ def index_of(obj: dict[str, Any]) -> int | None:
     return i if isinstance(i, int) and not isinstance(i, bool) else None
 
 
-class RoundStream:
+class MessagesStream(RoundStream):
+    error_frame = staticmethod(anthropic_sse_error_frame)
+    stream_end = staticmethod(anthropic_stream_end)
+
     def __init__(self, ex: Exchange, resp: httpx.Response, rounds: Rounds) -> None:
-        self.ex = ex
-        self.resp = resp
-        self.rounds = rounds
+        super().__init__(ex, resp, rounds)
         self.next_index = 0  # content blocks the client has been given
-        self.first_usage: dict[str, Any] | None = None
-        self.timings: dict[str, Any] | None = None
 
-    async def aclose(self) -> None:
-        await self.resp.aclose()
+    def turn(self, number: int) -> Turn:
+        return Turn(number)
 
-    async def events(self) -> Any:
-        """Every round's events for the client (an async generator of whole events)."""
-        ex, rounds = self.ex, self.rounds
-        try:
-            while True:
-                turn = Turn(rounds.served)
-                async for out in self.round(turn):
-                    yield out
-                if not turn.continuing:
-                    return
-                rounds.note_usage(dict(turn.usage))
-                blocks = [turn.blocks[i].built() for i in sorted(turn.blocks)]
-                content = await rounds.next_body(
-                    ex.state.retrieval, [said(blocks, turn.ours)], turn.ours
-                )
-                ex.state.metrics.retrieve_rounds.inc()
-                await self.resp.aclose()
-                self.resp = await ex.send(content, body_changed=True)
-                await self.check(self.resp)
-        finally:
-            await self.resp.aclose()
+    def usage(self, turn: Turn) -> dict[str, Any]:
+        return dict(turn.usage)
 
-    async def check(self, resp: httpx.Response) -> None:
-        """A continuation that did not open a stream: its error, for the relay's error event."""
-        if resp.status_code == 200 and resp.headers.get("content-type", "").startswith(
-            "text/event-stream"
-        ):
-            return
-        parts, size = [], 0
-        async for chunk in self.ex.state.upstream.iter_body(resp):
-            parts.append(chunk)
-            size += len(chunk)
-            if size > ERROR_BODY_LIMIT:
-                break
-        if resp.status_code == 200:
-            raise ProxyError(
-                "The upstream answered a continuation after shrink_retrieve "
-                "with something other than an event stream."
-            )
-        raise anthropic_error(resp.status_code, b"".join(parts))
+    def said(self, turn: Turn) -> tuple[list[Any], str | None]:
+        blocks = [turn.blocks[i].built() for i in sorted(turn.blocks)]
+        return [said(blocks, turn.ours)], None
 
-    async def round(self, turn: Turn) -> Any:
-        framer = EventFramer()
-        body = aiter(self.ex.state.upstream.iter_body(self.resp))
-        try:
-            async for chunk in body:
-                block = framer.feed(chunk)
-                if block and (out := b"".join(self.event(e, turn) for e in split_events(block))):
-                    yield out
-                if turn.done:
-                    return
-        finally:
-            await body.aclose()  # type: ignore[attr-defined]  # an async generator
-        rest = framer.flush()
-        out = b"".join(self.event(e, turn) for e in split_events(rest)) if rest.strip() else b""
-        if not turn.continuing and turn.held:
-            # Ended without its message_delta: what was held goes out, never a call of ours.
-            out += self.release(turn, self.ours_in(turn))
-        if out:
-            yield out
+    def refusal(self, status: int, body: bytes) -> ProxyError:
+        return anthropic_error(status, body)
+
+    def unfinished(self, turn: Turn) -> tuple[bytes, ProxyError | None]:
+        """Ended without its message_delta: what was held goes out, never a call of ours."""
+        if turn.continuing or not turn.held:
+            return b"", None
+        return self.release(turn, self.ours_in(turn)), None
 
     def event(self, e: bytes, turn: Turn) -> bytes:
         """What the client gets of one upstream event (often the event itself)."""

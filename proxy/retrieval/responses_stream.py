@@ -29,7 +29,7 @@ import orjson
 
 from proxy.errors import ProxyError, responses_sse_error_frame
 from proxy.exchange import Exchange
-from proxy.relay import Relay, RelayOutcome
+from proxy.relay import Relay
 from proxy.retrieval.responses_items import (
     call_of,
     is_client_call,
@@ -39,8 +39,10 @@ from proxy.retrieval.responses_items import (
     said,
     summed,
 )
-from proxy.retrieval.rounds import ERROR_BODY_LIMIT, Call, Rounds, upstream_error
-from proxy.sse import EventFramer, event_json, responses_stream_end, split_events
+from proxy.retrieval.round_stream import RoundStream
+from proxy.retrieval.round_stream import relay_rounds as relay
+from proxy.retrieval.rounds import Call, Rounds
+from proxy.sse import event_json, responses_stream_end
 
 STARTS = ("response.created", "response.in_progress", "response.queued")
 ENDS = ("response.completed", "response.failed", "response.incomplete")
@@ -56,33 +58,7 @@ class StreamCut(ProxyError):
 
 def relay_rounds(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Relay:
     """The client's stream: the first round's status and headers, then every round's events."""
-    rs = RoundStream(ex, resp, rounds)
-    headers = ex.headers_for(resp, keep_length=False)
-    headers.append(("x-accel-buffering", "no"))
-
-    def done(outcome: RelayOutcome) -> None:
-        ex.note_usage(rs.first_usage)  # the prompt our count planned: round one's
-        ex.fields.update(rounds.log_fields())
-        error = outcome.error.code if outcome.error else None
-        ex.log(
-            status=resp.status_code,
-            bytes=outcome.bytes_sent,
-            error=error,
-            upstream_error=error,
-            client_disconnected=outcome.client_disconnected or None,
-        )
-
-    return Relay(
-        status_code=resp.status_code,
-        headers=headers,
-        body=rs.events(),
-        close=rs.aclose,
-        event_stream=True,
-        watch=ex.watch,
-        on_done=done,
-        error_frame=responses_sse_error_frame,
-        stream_end=responses_stream_end,
-    )
+    return relay(ex, resp, ResponsesStream(ex, resp, rounds))
 
 
 @dataclass
@@ -95,7 +71,7 @@ class Turn:
     added: dict[int, Any] = field(default_factory=dict)  # a held item as first announced
     args: dict[int, list[str]] = field(default_factory=dict)  # a held call's argument deltas
     items: dict[int, Any] = field(default_factory=dict)  # each item as done
-    ended: bool = False  # its last event (or an error event) came
+    done: bool = False  # its last event (or an error event) came
     continuing: bool = False  # it ended in retrieval calls: served, and the stream goes on
     output: list[Any] = field(default_factory=list)  # its output, for the continuation
     ours: list[Call] = field(default_factory=list)
@@ -121,82 +97,32 @@ def reframe(e: bytes, obj: dict[str, Any]) -> bytes:
     return data
 
 
-class RoundStream:
+class ResponsesStream(RoundStream):
+    error_frame = staticmethod(responses_sse_error_frame)
+    stream_end = staticmethod(responses_stream_end)
+
     def __init__(self, ex: Exchange, resp: httpx.Response, rounds: Rounds) -> None:
-        self.ex = ex
-        self.resp = resp
-        self.rounds = rounds
+        super().__init__(ex, resp, rounds)
         self.first: dict[str, Any] = {}  # the first round's response, as created
-        self.first_usage: dict[str, Any] | None = None
         self.seq: int | None = None  # the next sequence_number the client gets
         self.index = 0  # the next output_index the client gets
         self.shown: dict[int, Any] = {}  # client output_index -> the item (every round's)
 
-    async def aclose(self) -> None:
-        await self.resp.aclose()
+    def turn(self, number: int) -> Turn:
+        return Turn(number)
 
-    async def events(self) -> Any:
-        """Every round's events for the client (an async generator of whole events)."""
-        ex, rounds = self.ex, self.rounds
-        try:
-            while True:
-                turn = Turn(rounds.served)
-                async for out in self.round(turn):
-                    yield out
-                if not turn.continuing:
-                    return
-                rounds.note_usage(turn.usage)
-                content = await rounds.next_body(ex.state.retrieval, said(turn.output), turn.ours)
-                ex.state.metrics.retrieve_rounds.inc()
-                await self.resp.aclose()
-                self.resp = await ex.send(content, body_changed=True)
-                await self.check(self.resp)
-        finally:
-            await self.resp.aclose()
+    def said(self, turn: Turn) -> tuple[list[Any], str | None]:
+        return said(turn.output), None
 
-    async def check(self, resp: httpx.Response) -> None:
-        """A continuation that did not open a stream: its error, for the relay's error event."""
-        if resp.status_code == 200 and resp.headers.get("content-type", "").startswith(
-            "text/event-stream"
-        ):
-            return
-        parts, size = [], 0
-        async for chunk in self.ex.state.upstream.iter_body(resp):
-            parts.append(chunk)
-            size += len(chunk)
-            if size > ERROR_BODY_LIMIT:
-                break
-        if resp.status_code == 200:
-            raise ProxyError(
-                "The upstream answered a continuation after shrink_retrieve "
-                "with something other than an event stream."
-            )
-        raise upstream_error(resp.status_code, b"".join(parts))
-
-    async def round(self, turn: Turn) -> Any:
-        framer = EventFramer()
-        body = aiter(self.ex.state.upstream.iter_body(self.resp))
-        try:
-            async for chunk in body:
-                block = framer.feed(chunk)
-                if block and (out := b"".join(self.event(e, turn) for e in split_events(block))):
-                    yield out
-                if turn.ended:
-                    return
-        finally:
-            await body.aclose()  # type: ignore[attr-defined]  # an async generator
-        rest = framer.flush()
-        out = b"".join(self.event(e, turn) for e in split_events(rest)) if rest.strip() else b""
-        if turn.ended:
-            if out:
-                yield out
-            return
-        # Ended without its last event: what was held goes out (never a call of ours), then
-        # an error event, since the client would wait for the end.
-        out += self.flush(turn, {i for i in turn.held if is_ours(turn.held_item(i))})
-        if out:
-            yield out
-        raise StreamCut("The upstream's stream ended before its last event (response.completed).")
+    def unfinished(self, turn: Turn) -> tuple[bytes, ProxyError | None]:
+        """Ended without its last event: what was held goes out (never a call of ours), then
+        an error event, since the client would wait for the end."""
+        if turn.done:
+            return b"", None
+        out = self.flush(turn, {i for i in turn.held if is_ours(turn.held_item(i))})
+        return out, StreamCut(
+            "The upstream's stream ended before its last event (response.completed)."
+        )
 
     def emit(
         self,
@@ -225,14 +151,14 @@ class RoundStream:
 
     def event(self, e: bytes, turn: Turn) -> bytes:
         """What the client gets of one upstream event (often the event itself)."""
-        if turn.ended:
+        if turn.done:
             return b""  # past the round's end: nothing more of it is the client's
         obj = event_json(e)
         if not isinstance(obj, dict):
             return e  # a comment or a keep-alive
         kind = obj.get("type")
         if kind == "error":
-            turn.ended = True  # the upstream's own error: it ends the stream
+            turn.done = True  # the upstream's own error: it ends the stream
             return self.emit(e, obj, turn)
         if kind in STARTS:
             if turn.number:
@@ -281,7 +207,7 @@ class RoundStream:
     def end(self, e: bytes, obj: dict[str, Any], turn: Turn) -> bytes:
         """The round's last event: the round continues (nothing of this is sent), or the
         client's stream ends here with what was held and the whole response."""
-        turn.ended = True
+        turn.done = True
         response = obj.get("response")
         response = response if isinstance(response, dict) else {}
         usage = response.get("usage") if isinstance(response.get("usage"), dict) else None

@@ -1,34 +1,45 @@
 """Which loop serves a request's retrieval rounds: one per wire format that offers the tool
-(`WireFormat.retrieval_tool`), each with the `Shape` of its continuation. The flow reaches
-them only through `shape_of` and `serve_rounds`."""
+(`WireFormat.retrieval_tool`), each the `Shape` of its continuation, the `Fold` of its JSON
+answers and the relay of its streams. The flow reaches them only through `shape_of` and
+`serve_rounds`."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import NamedTuple
 
 import httpx
 from fastapi.responses import Response
 
 from proxy.exchange import Exchange
-from proxy.retrieval import loop, messages_loop, responses
+from proxy.retrieval import loop, messages_stream, responses_stream, stream
+from proxy.retrieval.chat import ChatFold
 from proxy.retrieval.messages import MESSAGES_SHAPE
+from proxy.retrieval.messages_loop import MessagesFold
+from proxy.retrieval.responses import ResponsesFold
 from proxy.retrieval.responses_items import RESPONSES_SHAPE
 from proxy.retrieval.rounds import CHAT_SHAPE, Rounds, Shape
 
-Serve = Callable[[Exchange, httpx.Response, Rounds], Awaitable[Response | None]]
 
-LOOPS: dict[str, tuple[Shape, Serve]] = {
-    "chat": (CHAT_SHAPE, loop.serve_rounds),
-    "anthropic": (MESSAGES_SHAPE, messages_loop.serve_rounds),
-    "responses": (RESPONSES_SHAPE, responses.serve_rounds),
+class Loop(NamedTuple):
+    shape: Shape
+    fold: Callable[[], loop.Fold]
+    relay: loop.RelayRounds
+
+
+LOOPS: dict[str, Loop] = {
+    "chat": Loop(CHAT_SHAPE, ChatFold, stream.relay_rounds),
+    "anthropic": Loop(MESSAGES_SHAPE, MessagesFold, messages_stream.relay_rounds),
+    "responses": Loop(RESPONSES_SHAPE, ResponsesFold, responses_stream.relay_rounds),
 }
 
 
 def shape_of(fmt: str) -> Shape:
-    return LOOPS[fmt][0]
+    return LOOPS[fmt].shape
 
 
 async def serve_rounds(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Response | None:
     """The client's answer of a request that carries the retrieval tool (None: the flow
-    relays `resp` as any other; see each loop's own `serve_rounds`)."""
-    return await LOOPS[rounds.shape.name][1](ex, resp, rounds)
+    relays `resp` as any other; see proxy.retrieval.loop)."""
+    one = LOOPS[rounds.shape.name]
+    return await loop.serve_rounds(ex, resp, rounds, one.fold(), one.relay)

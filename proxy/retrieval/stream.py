@@ -22,43 +22,19 @@ import orjson
 
 from proxy.errors import ProxyError, sse_error_frame
 from proxy.exchange import Exchange
-from proxy.relay import Relay, RelayOutcome
-from proxy.retrieval.rounds import ERROR_BODY_LIMIT, Call, Rounds, chat_said, upstream_error
+from proxy.relay import Relay
+from proxy.retrieval.round_stream import RoundStream
+from proxy.retrieval.round_stream import relay_rounds as relay
+from proxy.retrieval.rounds import Call, Rounds, chat_said
 from proxy.retrieval.tool import NAME
-from proxy.sse import DONE, EventFramer, chat_stream_end, event_json, split_events
+from proxy.sse import DONE, chat_stream_end, event_json
 
 ID_FIELDS = ("id", "created", "model")
 
 
 def relay_rounds(ex: Exchange, resp: httpx.Response, rounds: Rounds) -> Relay:
     """The client's stream: the first round's status and headers, then every round's events."""
-    rs = RoundStream(ex, resp, rounds)
-    headers = ex.headers_for(resp, keep_length=False)
-    headers.append(("x-accel-buffering", "no"))
-
-    def done(outcome: RelayOutcome) -> None:
-        ex.note_usage(rs.first_usage, rs.timings)  # the prompt our count planned: round one's
-        ex.fields.update(rounds.log_fields())
-        error = outcome.error.code if outcome.error else None
-        ex.log(
-            status=resp.status_code,
-            bytes=outcome.bytes_sent,
-            error=error,
-            upstream_error=error,
-            client_disconnected=outcome.client_disconnected or None,
-        )
-
-    return Relay(
-        status_code=resp.status_code,
-        headers=headers,
-        body=rs.events(),
-        close=rs.aclose,
-        event_stream=True,
-        watch=ex.watch,
-        on_done=done,
-        error_frame=sse_error_frame,
-        stream_end=chat_stream_end,
-    )
+    return relay(ex, resp, ChatStream(ex, resp, rounds))
 
 
 @dataclass
@@ -147,81 +123,32 @@ def said(choice: dict[str, Any]) -> bool:
     )
 
 
-class RoundStream:
+class ChatStream(RoundStream):
+    error_frame = staticmethod(sse_error_frame)
+    stream_end = staticmethod(chat_stream_end)
+
     def __init__(self, ex: Exchange, resp: httpx.Response, rounds: Rounds) -> None:
-        self.ex = ex
-        self.resp = resp
-        self.rounds = rounds
+        super().__init__(ex, resp, rounds)
         self.first: dict[str, Any] = {}  # id, created, model of the first round
-        self.first_usage: dict[str, Any] | None = None
-        self.timings: dict[str, Any] | None = None
 
-    async def aclose(self) -> None:
-        await self.resp.aclose()
+    def turn(self, number: int) -> Turn:
+        return Turn(number)
 
-    async def events(self) -> Any:
-        """Every round's events for the client (an async generator of whole events)."""
-        ex, rounds = self.ex, self.rounds
-        try:
-            while True:
-                turn = Turn(rounds.served)
-                async for out in self.round(turn):
-                    yield out
-                if not turn.continuing:
-                    return
-                rounds.note_usage(turn.usage)
-                text = "".join(turn.text)
-                said = [chat_said(text, turn.ours)]
-                content = await rounds.next_body(ex.state.retrieval, said, turn.ours, text)
-                ex.state.metrics.retrieve_rounds.inc()
-                await self.resp.aclose()
-                self.resp = await ex.send(content, body_changed=True)
-                await self.check(self.resp)
-        finally:
-            await self.resp.aclose()
+    def said(self, turn: Turn) -> tuple[list[Any], str | None]:
+        text = "".join(turn.text)
+        return [chat_said(text, turn.ours)], text
 
-    async def check(self, resp: httpx.Response) -> None:
-        """A continuation that did not open a stream: its error, for the relay's error event."""
-        if resp.status_code == 200 and resp.headers.get("content-type", "").startswith(
-            "text/event-stream"
-        ):
-            return
-        parts, size = [], 0
-        async for chunk in self.ex.state.upstream.iter_body(resp):
-            parts.append(chunk)
-            size += len(chunk)
-            if size > ERROR_BODY_LIMIT:
-                break
-        if resp.status_code == 200:
-            raise ProxyError(
-                "The upstream answered a continuation after shrink_retrieve "
-                "with something other than an event stream."
-            )
-        raise upstream_error(resp.status_code, b"".join(parts))
-
-    async def round(self, turn: Turn) -> Any:
-        framer = EventFramer()
-        body = aiter(self.ex.state.upstream.iter_body(self.resp))
-        try:
-            async for chunk in body:
-                block = framer.feed(chunk)
-                if block and (out := b"".join(self.event(e, turn) for e in split_events(block))):
-                    yield out
-                if turn.done:
-                    return
-        finally:
-            await body.aclose()  # type: ignore[attr-defined]  # an async generator
-        rest = framer.flush()
-        out = b"".join(self.event(e, turn) for e in split_events(rest)) if rest.strip() else b""
-        if not turn.continuing:
-            # Ended without a finish: what was held goes out, never a call of ours.
-            ids = self.ids(turn)
-            for held in turn.held.values():
-                drop = {i for i, c in held.calls().items() if c.name == NAME}
-                out += held.flush(drop, ids)
-            turn.held.clear()
-        if out:
-            yield out
+    def unfinished(self, turn: Turn) -> tuple[bytes, ProxyError | None]:
+        """Ended without a finish: what was held goes out, never a call of ours."""
+        if turn.continuing:
+            return b"", None
+        ids = self.ids(turn)
+        out = b""
+        for held in turn.held.values():
+            drop = {i for i, c in held.calls().items() if c.name == NAME}
+            out += held.flush(drop, ids)
+        turn.held.clear()
+        return out, None
 
     def ids(self, turn: Turn) -> dict[str, Any] | None:
         return self.first if turn.number else None
