@@ -16,7 +16,7 @@ import pytest
 
 from proxy.app import create_app
 from proxy.pipeline.refs import refs_in, text_ref
-from proxy.retrieval.tool import NAME
+from proxy.retrieval.tool import CHAT_TOOL, NAME
 from proxy.settings import Settings
 from tests.fakes.retriever import COMPLETION_TOKENS, FakeRetriever
 from tests.fakes.server import serve
@@ -264,3 +264,27 @@ def test_first_content_is_not_held_behind_a_round(proxy, script):
                 seen.set()
                 break
     assert seen.is_set() and time.monotonic() - started < 2.5  # the whole script takes > 3 s
+
+
+def test_a_proxy_in_front_that_added_the_tool_answers_its_calls(proxy, script):
+    """Two proxies in a row: the inner one sees the outer one's tool among the client's, adds
+    no second (a duplicate name is refused) and leaves the call to the proxy that offered it."""
+    raw = create(proxy(), tools=[*TOOLS, CHAT_TOOL])
+    assert len(script.requests) == 1 and "x-shrink-retrieve-rounds" not in raw.headers
+    assert [t["function"]["name"] for t in sent(script, 0)["tools"]] == ["run", NAME]
+    (call,) = raw.parse().choices[0].message.tool_calls
+    assert call.function.name == NAME
+
+
+@pytest.mark.parametrize("fmt", ["chat", "anthropic", "responses"])
+def test_no_room_is_planned_for_a_second_tool_of_our_name(fmt):
+    from proxy.tokenizers import Tokenizers
+    from proxy.wire.formats import FORMATS
+
+    wire = FORMATS[fmt]
+    assert wire.retrieval_tool is not None
+    tokens = Tokenizers().for_model("gpt-4o")
+    body = {"model": "m", "tools": [{"name": "run", "type": "function"}], "store": False}
+    assert wire.tool_room(body, tokens) > 0
+    body["tools"].append(wire.retrieval_tool)
+    assert wire.tool_room(body, tokens) == 0

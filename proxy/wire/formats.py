@@ -16,6 +16,7 @@ from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.responses import RESPONSES
 from proxy.pipeline.types import Mode
 from proxy.retrieval.tool import CHAT_TOOL, MESSAGES_TOOL, RESPONSES_TOOL
+from proxy.retrieval.tool import NAME as RETRIEVAL_NAME
 from proxy.tokens import ShapedCount, ShapedCounter, TokenCounter
 from proxy.wire import parse_chat, requested_completion_tokens
 from proxy.wire.anthropic import parse_messages, system_text
@@ -71,13 +72,17 @@ class WireFormat:
 
     def tool_room(self, body: dict[str, Any], tokens: TokenCounter) -> int:
         """Tokens the retrieval tool would add to `body`: 0 when it is not offered there (no
-        tool of the client's: not an agent; a format without one; or one whose
-        `retrieval_offered` refuses the request). Decided from the body alone, so that the plan
-        is the same whether the client turns the tool off or not."""
+        tool of the client's: not an agent; a format without one; one whose
+        `retrieval_offered` refuses the request; or tools that already hold one of its name, as
+        a proxy in front of this one adds: a second would be refused as a duplicate, and the
+        calls are that proxy's to answer). Decided from the body alone, so that the plan is the
+        same whether the client turns the tool off or not."""
         tools = body.get("tools")
         if self.retrieval_tool is None or not isinstance(tools, list) or not tools:
             return 0  # a junk `tools` is the backend's to refuse, as sent
         if self.retrieval_offered is not None and not self.retrieval_offered(body):
+            return 0
+        if any(tool_name(t) == RETRIEVAL_NAME for t in tools):
             return 0
         return tokens.count_tools([self.retrieval_tool])
 
@@ -92,6 +97,14 @@ class WireFormat:
         if self.system_field and body.get(self.system_field):
             n += TOKENS_PER_MESSAGE + tokens.count_text(system_text(body[self.system_field]))
         return n
+
+
+def tool_name(tool: Any) -> Any:
+    """A tool definition's name in any of the three shapes (chat's under `function`)."""
+    if not isinstance(tool, dict):
+        return None
+    fn = tool.get("function")
+    return fn.get("name") if isinstance(fn, dict) else tool.get("name")
 
 
 CHAT_WIRE = WireFormat(
