@@ -30,7 +30,7 @@ from proxy.settings import Settings
 from proxy.shared_learning import SharedLearning
 from proxy.shrinker import Shrinker
 from proxy.state import AppState
-from proxy.store_metrics import StoreCollector
+from proxy.store_metrics import RetrievalCollector, StoreCollector
 from proxy.summarizer import Summarizer
 from proxy.summary_cache import LRUSummaryCache, SharedSummaryCache, SummaryCache
 from proxy.tokenizers import Tokenizers
@@ -129,6 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         retrieval = build_store(settings, link)
         # The originals behind the hashes: hits, misses and entries of this process's store.
         metrics.watch_cache("retrieval", lambda: retrieval_info(retrieval))
+        metrics.registry.register(RetrievalCollector(retrieval.info))
         app.state.shrink = AppState(
             settings=settings,
             upstream=upstream,

@@ -1,12 +1,12 @@
 """/metrics for the shared store (`SHRINK_STORE_URL`): is Redis in use, and what went on
 without it. Read from `RedisLink.info()` when Prometheus scrapes, like proxy.collectors'
 ScrapeCollector, so nothing is added to the request path; registered only when a store URL is
-set (an embedded store has nothing to report here).
+set. And the retrieval store's own size, embedded or in front of Redis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -49,3 +49,28 @@ class StoreCollector(Collector):
         )
         pending.add_metric([], info["pending"])
         yield from (up, calls, outages, fallbacks, pending)
+
+
+class RetrievalCollector(Collector):
+    """The embedded retrieval store's size against its bound (`SHRINK_STORE_MB`) and what it
+    let go of: its hits, misses and entries are in the cache table (`cache="retrieval"`)."""
+
+    def __init__(self, info: Callable[[], dict[str, int]]) -> None:
+        self.info = info
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        info = self.info()
+        held = GaugeMetricFamily(
+            "shrink_retrieval_store_bytes",
+            "Bytes the originals kept for retrieval take in this process's memory.",
+        )
+        held.add_metric([], info["bytes"])
+        evicted = CounterMetricFamily(
+            "shrink_retrieval_store_evicted",
+            "Originals the embedded store let go of (expired, or evicted for room).",
+        )
+        evicted.add_metric([], info["evicted"])
+        yield from (held, evicted)

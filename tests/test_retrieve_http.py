@@ -104,3 +104,7 @@ def test_the_store_s_hits_misses_and_entries_are_in_metrics(start_proxy, upstrea
     assert metric(text, "shrink_cache_hits_total", cache="retrieval") == 1
     assert metric(text, "shrink_cache_misses_total", cache="retrieval") == 1
     assert metric(text, "shrink_cache_entries", cache="retrieval") == 1
+    # The store's size, as it counts it against SHRINK_STORE_MB, and nothing let go of yet.
+    held = metric(text, "shrink_retrieval_store_bytes")
+    assert len(BIG_LOG) < held < len(BIG_LOG) + 1000
+    assert metric(text, "shrink_retrieval_store_evicted_total") == 0

@@ -263,7 +263,8 @@ def scraped(server: Server, family: str, label: str) -> float | None:
 
     with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as r:
         text = r.read().decode()
-    m = re.search(rf"^{family}\{{[^}}]*{label}[^}}]*\}} (\S+)$", text, re.M)
+    labels = rf"\{{[^}}]*{label}[^}}]*\}}" if label else ""
+    m = re.search(rf"^{family}{labels} (\S+)$", text, re.M)
     return float(m.group(1)) if m else None
 
 
@@ -272,10 +273,16 @@ def print_store(b: Bench, names: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     print('== retrieval store after the run (shrink_cache_*{cache="retrieval"})')
     for name in names:
-        entries = scraped(b.servers[name], "shrink_cache_entries", 'cache="retrieval"')
-        hits = scraped(b.servers[name], "shrink_cache_hits_total", 'cache="retrieval"')
-        out[name] = {"entries": entries, "hits": hits}
-        print(f"  {name:<16} entries {fmt(entries, 0):>8}  hits {fmt(hits, 0):>8}")
+        server = b.servers[name]
+        entries = scraped(server, "shrink_cache_entries", 'cache="retrieval"')
+        held = scraped(server, "shrink_retrieval_store_bytes", "")
+        evicted = scraped(server, "shrink_retrieval_store_evicted_total", "")
+        out[name] = {"entries": entries, "bytes": held, "evicted": evicted}
+        mb = None if held is None else held / 1e6
+        print(
+            f"  {name:<16} entries {fmt(entries, 0):>8}  MB {fmt(mb, 1):>8}  "
+            f"evicted {fmt(evicted, 0):>8}"
+        )
     print()
     return out
 

@@ -450,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
             b.floor(args.floor, floor_name)
             b.proxy("shrink", args.shrink_window)
             b.proxy("shrink-noref", args.shrink_window, {"SHRINK_RETRIEVE": "false"})
+            b.proxy("shrink-16mb", args.shrink_window, {"SHRINK_STORE_MB": "16"})
         else:
             b.floor(args.floor, floor_name)
             b.proxy("proxy", 10_000_000)
@@ -494,7 +495,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.experiment is None:
             report.print_summary(b, floor_name)
         if args.experiment == "retrieval":
-            b.out["retrieval_store"] = report.print_store(b, ["shrink", "shrink-noref"])
+            b.out["retrieval_store"] = report.print_store(
+                b, ["shrink", "shrink-16mb", "shrink-noref"]
+            )
         report.print_rss(b)
         b.out["rss_mb"] = b.rss
     except Exception:

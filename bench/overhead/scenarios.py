@@ -157,15 +157,17 @@ def scenarios_transport(b: Bench) -> list[Scenario]:
 
 
 def scenarios_retrieval(b: Bench, floor_name: str) -> list[Scenario]:
-    """The large body through two shrinking proxies, retrieval on (the default: every original
-    kept in the store) and off: the RSS the store adds, warm and with a new conversation per
-    request (cold: every request brings originals the store has not seen)."""
+    """The large body through three shrinking proxies: retrieval on (the default: every
+    original kept in the store, at most SHRINK_STORE_MB=64), on with a 16 MB store, and off:
+    the RSS the store adds, warm and with a new conversation per request (cold: every request
+    brings originals the store has not seen, so the store fills to its bound)."""
     s = b.servers
     targets = [
         Target("direct", b.upstream),
         Target(floor_name, s[floor_name]),
         Target("shrink", s["shrink"]),
         Target("shrink cold", s["shrink"], cold=True),
+        Target("shrink-16mb cold", s["shrink-16mb"], cold=True),
         Target("shrink-noref", s["shrink-noref"]),
         Target("shrink-noref cold", s["shrink-noref"], cold=True),
     ]
