@@ -42,7 +42,10 @@ class McpSettings(BaseModel):
         32, ge=1, description="Command outputs kept for `read_output` (oldest go first)."
     )
     mcp_store_mb: float = Field(
-        64.0, gt=0, description="Megabytes of command output kept for `read_output` in all."
+        64.0,
+        gt=0,
+        description="Megabytes of command output kept for `read_output` in all, as it takes "
+        "memory (1 to 4 bytes a character).",
     )
     mcp_store_ttl: float = Field(
         3600.0, gt=0, description="Seconds an output stays readable with `read_output`."

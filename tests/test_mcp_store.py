@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from proxy.mcp.store import OutputGone, OutputStore
@@ -18,7 +20,7 @@ class Clock:
 
 
 def store(**bounds) -> OutputStore:
-    bounds = {"max_outputs": 4, "max_chars": 10_000, "ttl": 60.0} | bounds
+    bounds = {"max_outputs": 4, "max_bytes": 10_000, "ttl": 60.0} | bounds
     return OutputStore(**bounds)
 
 
@@ -64,13 +66,14 @@ def test_grep_numbers_its_lines_and_takes_alternatives():
 
 def test_bounded_by_count_and_size_and_age_with_a_clear_answer():
     clock = Clock()
-    s = store(max_outputs=2, max_chars=1000, ttl=10.0, clock=clock)
+    s = store(max_outputs=2, max_bytes=1100, ttl=10.0, clock=clock)
     a, b, c = (s.put(name, "x" * 400) for name in "abc")
     assert a and b and c and len(s) == 2
     with pytest.raises(OutputGone, match="evicted to make room"):
         s.get(a)
-    d = s.put("d", "y" * 700)  # 400 + 700 > 1000: b goes too
-    assert d and s.chars == 700
+    d = s.put("d", "y" * 700)  # 749 + 449 bytes > 1100: b and c go too
+    assert d and s.bytes == sys.getsizeof("y" * 700)
+    assert s.put("wide", "\U0001f600" * 300) is None  # 300 characters, over 1,200 bytes
     with pytest.raises(OutputGone, match="evicted"):
         s.get(c)
     clock.now = 11
@@ -78,4 +81,4 @@ def test_bounded_by_count_and_size_and_age_with_a_clear_answer():
         s.get(d)
     with pytest.raises(OutputGone, match="no output 'out-nope'"):
         s.get("out-nope")
-    assert s.put("huge", "z" * 1001) is None and len(s) == 0
+    assert s.put("huge", "z" * 1101) is None and len(s) == 0

@@ -11,6 +11,7 @@ import openai
 import orjson
 import pytest
 
+from proxy.pipeline.refs import text_ref
 from tests.conftest import CORPUS
 
 BIG_LOG = "\n".join(
@@ -183,7 +184,13 @@ def test_a_latest_user_message_too_large_alone_is_cut_in_the_middle_and_flagged(
     assert sent[0] == messages[0]
     cut = sent[-1]["content"]
     assert cut.startswith(log[:200]) and cut.endswith(log[-200:] + "summarise this log")
-    assert "lines" in cut and "omitted by shrink-proxy ...]" in cut and len(cut) < len(prompt) // 3
+    assert "lines" in cut and len(cut) < len(prompt) // 3
+    # The marker names the whole message, which the proxy keeps: the client (or the model, with
+    # tools) reads it back.
+    ref = text_ref(prompt)
+    assert f"omitted by shrink-proxy. Retrieve more: hash={ref} ...]" in cut
+    found = httpx.get(f"{url}/v1/retrieve/{ref}", params={"search": "job=3000"}).json()
+    assert found["matches"] == 1 and found["text"] == f"3001: {log.splitlines()[3000]}"
     preview = httpx.post(url + "/v1/shrink", json={"model": "fake-model", "messages": messages})
     assert preview.headers["x-shrink-warning"] == "latest-user-cut"
     assert preview.json()["messages"] == sent

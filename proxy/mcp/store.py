@@ -2,7 +2,7 @@
 
 `run_compact_command` shows the model a compacted view; the text it was compacted from is kept
 here under an `output_ref`, so whatever the markers elided can be read back, a page at a time.
-The store is bounded three ways (outputs, characters, age), oldest first out, and it remembers
+The store is bounded three ways (outputs, bytes in memory, age), oldest first out, and it remembers
 the refs it let go of (a bounded list), so an expired ref gets a clear answer instead of a
 bare "unknown". Pages are bounded by lines and by UTF-8 bytes; a page says which bound cut it.
 
@@ -12,6 +12,7 @@ No I/O and no settings: the caller passes the bounds. Thread-safe (a lock around
 from __future__ import annotations
 
 import secrets
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -32,16 +33,16 @@ class OutputStore:
     def __init__(
         self,
         max_outputs: int,
-        max_chars: int,
+        max_bytes: int,
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_outputs = max(1, max_outputs)
-        self.max_chars = max(1, max_chars)
+        self.max_bytes = max(1, max_bytes)
         self.ttl = ttl
         self.clock = clock
         self._outputs: OrderedDict[str, Output] = OrderedDict()
-        self._chars = 0
+        self._bytes = 0  # as the texts take memory (1 to 4 bytes a character: sys.getsizeof)
         self._gone: OrderedDict[str, str] = OrderedDict()  # ref -> why it went
         self._lock = threading.Lock()
 
@@ -49,24 +50,25 @@ class OutputStore:
         return len(self._outputs)
 
     @property
-    def chars(self) -> int:
-        return self._chars
+    def bytes(self) -> int:
+        return self._bytes
 
     def put(self, command: str, text: str) -> str | None:
         """Keep `text`; its ref, or None when it alone is larger than the whole store."""
-        if len(text) > self.max_chars:
+        size = sys.getsizeof(text)
+        if size > self.max_bytes:
             return None
         ref = "out-" + secrets.token_hex(6)
         with self._lock:
             self._expire()
             self._outputs[ref] = Output(ref, command, text, self.clock())
-            self._chars += len(text)
-            while len(self._outputs) > self.max_outputs or self._chars > self.max_chars:
+            self._bytes += size
+            while len(self._outputs) > self.max_outputs or self._bytes > self.max_bytes:
                 old, _ = next(iter(self._outputs.items()))
                 self._drop(
                     old,
                     f"evicted to make room (the store keeps {self.max_outputs} outputs and "
-                    f"{self.max_chars:,} characters)",
+                    f"{self.max_bytes:,} bytes)",
                 )
         return ref
 
@@ -109,7 +111,7 @@ class OutputStore:
 
     def _drop(self, ref: str, why: str) -> None:
         out = self._outputs.pop(ref)
-        self._chars -= out.size
+        self._bytes -= sys.getsizeof(out.text)
         self._gone[ref] = why
         while len(self._gone) > FORGOTTEN_REFS:
             self._gone.popitem(last=False)

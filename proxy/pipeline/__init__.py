@@ -342,6 +342,7 @@ def _trim(messages: list[Message], ctx: _Context) -> list[Message]:
         notes.save()
     if result is None:
         return messages
+    ctx.refs.update(result.refs)  # stage 3's cuts (retrieval on)
     if result.dropped_messages and ctx.policy.retrieve:
         p = pinned_count(messages, ctx.dialect)
         ref = _span_refs(ctx)(p, result.cut)

@@ -3,7 +3,8 @@
 When even the smallest set of messages stage 2 may keep does not fit, the texts that are left
 are cut at both ends, never dropped: the head of a tool's output says what ran, the tail how it
 ended, and a marker in the middle says how much is gone. Texts are levelled ("water-filling"), so
-one long text does not vanish while another stays whole.
+one long text does not vanish while another stays whole. With retrieval on, each cut's marker
+names the hash of the text it cut (proxy.pipeline.refs), which the plan keeps: nothing is lost.
 
 Pure: no I/O, inputs are never mutated.
 """
@@ -14,10 +15,12 @@ from collections.abc import Callable, Collection
 from itertools import accumulate
 
 from proxy.pipeline.dialect import CHAT, Dialect
+from proxy.pipeline.refs import span_note
 from proxy.pipeline.types import Message
 
 CountMessage = Callable[[Message], int]
 CountText = Callable[[str], int]
+RefOf = Callable[[str], str]
 
 
 # A message with more text parts than this has its runs of them joined before stage 3 cuts it:
@@ -33,7 +36,8 @@ def last_resort(
     *,
     protect: Collection[int] = (),
     dialect: Dialect = CHAT,
-) -> tuple[list[Message], list[tuple[int, int, int]], bool]:
+    ref_of: RefOf | None = None,
+) -> tuple[list[Message], list[tuple[int, int, int]], bool, dict[str, str]]:
     """Stage 3: cut the largest texts head+tail, largest first, until the messages fit `budget`.
 
     Texts are levelled ("water-filling"): every text above a common level is cut to that level,
@@ -41,7 +45,9 @@ def last_resort(
     Each attempt cuts the original texts (never a cut of a cut) and lowers the level by what is
     still over. Positions in `protect` (the latest user message, the marker) are never altered;
     tool-call arguments are never touched; a message of many text parts is cut as the texts of
-    their runs joined (`Dialect.joined`). Returns (messages, [(position, before, after)], fits).
+    their runs joined (`Dialect.joined`). `ref_of`: the ref of a text, named in its cut's
+    marker (retrieval on). Returns (messages, [(position, before, after)], fits, {ref: the text
+    it names} of the cuts made).
     """
     counts = [count(m) for m in messages]
     work = [m if i in protect else dialect.joined(m, MANY_PARTS) for i, m in enumerate(messages)]
@@ -57,15 +63,24 @@ def last_resort(
     ratio = min(1.0, sum(sizes) / affected) if affected else 1.0
     out, new_counts = list(messages), list(counts)
     cut = (sum(counts) - budget) * ratio
+    named: dict[int, str] = {}  # slot -> the ref of its text, once it was cut
+    made: list[tuple[int, str, str]] = []  # (position, ref, text) of the last attempt's cuts
     for _ in range(8):
         if sum(new_counts) <= budget or not slots:
             break
         level = _level(sizes, int(cut) + 1)
-        out, new_counts = list(messages), list(counts)
-        for i, j, text, tokens in slots:
+        out, new_counts, made = list(messages), list(counts), []
+        for n, (i, j, text, tokens) in enumerate(slots):
             if tokens > level:
                 base = out[i] if out[i] is not messages[i] else work[i]
-                out[i] = dialect.with_text(base, j, shrink_text_head_tail(text, level, count_text))
+                ref = None
+                if ref_of is not None:
+                    if n not in named:
+                        named[n] = ref_of(text)
+                    ref = named[n]
+                    made.append((i, ref, text))
+                shrunk = shrink_text_head_tail(text, level, count_text, ref)
+                out[i] = dialect.with_text(base, j, shrunk)
         for i in {i for i, *_ in slots}:
             if out[i] is not messages[i]:
                 new_counts[i] = count(out[i])
@@ -75,7 +90,8 @@ def last_resort(
             break
         cut += max(sum(new_counts) - budget, 0) * ratio + 1
     changes = [(i, counts[i], new_counts[i]) for i in range(len(out)) if out[i] is not messages[i]]
-    return out, changes, sum(new_counts) <= budget
+    refs = {ref: text for i, ref, text in made if out[i] is not messages[i]}
+    return out, changes, sum(new_counts) <= budget, refs
 
 
 def _level(sizes: list[int], excess: int) -> int:
@@ -90,20 +106,25 @@ def _level(sizes: list[int], excess: int) -> int:
     return 0
 
 
-def _omitted(n: int, noun: str, tokens: int) -> str:
-    """Same words as stage 1's markers (`proxy.pipeline.compact.markers`), so both read alike."""
+def _omitted(n: int, noun: str, tokens: int, ref: str | None = None) -> str:
+    """Same words as stage 1's markers (`proxy.pipeline.compact.markers`), so both read alike;
+    `ref`: where the whole text is (proxy.pipeline.refs)."""
     plural = "" if n == 1 else "s"
     tok = "token" if tokens == 1 else "tokens"
-    return f"[... {n:,} {noun}{plural} ({tokens:,} {tok}) omitted by shrink-proxy ...]"
+    where = f".{span_note(ref)}" if ref is not None else ""
+    return f"[... {n:,} {noun}{plural} ({tokens:,} {tok}) omitted by shrink-proxy{where} ...]"
 
 
-def shrink_text_head_tail(text: str, max_tokens: int, count_text: CountText) -> str:
+def shrink_text_head_tail(
+    text: str, max_tokens: int, count_text: CountText, ref: str | None = None
+) -> str:
     """Keep the head and tail of `text` within `max_tokens`, with a marker for the middle.
 
     Cuts at line boundaries (the head of tool output says what ran, the tail how it ended); a
     text whose lines are too long to keep even one is cut at character boundaries instead.
     Returns `text` itself when it already fits, and just the marker when nothing else does.
-    The whole text is counted once: the omitted count is the whole minus the kept ends.
+    The whole text is counted once: the omitted count is the whole minus the kept ends. `ref`:
+    the text's, named in the marker (its room is counted like the rest of the marker's).
     """
     full = count_text(text)
     if full <= max_tokens:
@@ -113,7 +134,7 @@ def shrink_text_head_tail(text: str, max_tokens: int, count_text: CountText) -> 
     def join(head: str, tail: str, n: int, noun: str) -> str:
         omitted = max(0, full - count_text(head) - count_text(tail))
         sep = "" if not head or head.endswith("\n") else "\n"
-        return head + sep + _omitted(n, noun, omitted) + ("\n" + tail if tail else "")
+        return head + sep + _omitted(n, noun, omitted, ref) + ("\n" + tail if tail else "")
 
     def by_lines(n: int) -> str:
         head, tail = lines[: n - n // 2], lines[len(lines) - n // 2 :] if n // 2 else []

@@ -30,7 +30,7 @@ from proxy.pipeline import keys
 from proxy.pipeline.dialect import CHAT, Dialect
 from proxy.pipeline.last_resort import last_resort
 from proxy.pipeline.last_resort import shrink_text_head_tail as shrink_text_head_tail
-from proxy.pipeline.refs import span_note
+from proxy.pipeline.refs import span_note, text_ref
 from proxy.pipeline.types import Message, Policy
 from proxy.pipeline.units import group_units, pinned_count
 
@@ -67,6 +67,7 @@ class TrimResult:
     shrunk: tuple[Shrunk, ...] = field(default_factory=tuple)  # stage 3 only
     note: str = ""  # what `note` listed under the marker
     user_cut: int | None = None  # the latest user message's index, when stage 3 cut it too
+    refs: dict[str, str] = field(default_factory=dict)  # stage 3's cuts: ref -> the text cut
 
 
 def omitted_marker_text(messages: int, tokens: int, ref: str | None = None) -> str:
@@ -414,14 +415,30 @@ def trim_history(
         user = None if cut_user else latest_user
         protect = {i for i, o in enumerate(origin) if o == user or o == -1 or 0 <= o < p}
         counter = count_text or (lambda text: count({"role": "user", "content": text}))
-        out, changes, fits = last_resort(
-            out, budget, count, counter, protect=protect, dialect=dialect
+        out, changes, fits, cut_refs = last_resort(
+            out,
+            budget,
+            count,
+            counter,
+            protect=protect,
+            dialect=dialect,
+            ref_of=text_ref if span_ref is not None else None,
         )
         shrunk = tuple(Shrunk(origin[i], before, after) for i, before, after in changes)
         tokens = sum(count(m) for m in out)
         user_cut = latest_user if any(s.index == latest_user for s in shrunk) else None
         return TrimResult(
-            out, n_dropped, t_dropped, cut, carried, fits, total, tokens, shrunk, user_cut=user_cut
+            out,
+            n_dropped,
+            t_dropped,
+            cut,
+            carried,
+            fits,
+            total,
+            tokens,
+            shrunk,
+            user_cut=user_cut,
+            refs=cut_refs,
         )
 
     def chosen() -> TrimResult:

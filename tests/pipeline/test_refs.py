@@ -130,14 +130,27 @@ def test_nothing_elided_is_lost_and_every_named_ref_is_kept(msgs):
         shown = "\n".join(texts(p.messages))
         named = set(refs_in(shown))
         # Every ref the messages name can be served (stage 3 may cut a footer's middle away,
-        # never invent one); every kept original is named (or its marker was cut by stage 3).
+        # never invent one, and names the text it cut instead).
         assert named <= set(p.refs)
         kept = "\n".join(v if isinstance(v, str) else full_transcript(v) for v in p.refs.values())
         for m in msgs:
             content = m.get("content")
-            if m.get("role") == "tool" and isinstance(content, str):
-                assert (
-                    content.strip() in shown
-                    or content.strip() in kept
-                    or "truncate" in p.report.actions
-                )
+            if m.get("role") in ("tool", "user") and isinstance(content, str):
+                assert content.strip() in shown or content.strip() in kept
+
+
+def test_a_latest_user_message_cut_by_stage_3_names_its_whole():
+    """`cat big.log | llm "summarise"`: the message alone does not fit, so its middle goes; the
+    marker names the hash of the whole, which the plan keeps."""
+    big = log(4000, "u ")
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": big}]
+    p = plan(msgs, window=2048)
+    assert "truncate" in p.report.actions
+    (cut,) = [m["content"] for m in p.messages if m["role"] == "user"]
+    (ref,) = refs_in(cut)
+    assert f"omitted by shrink-proxy. Retrieve more: hash={ref} ...]" in cut
+    assert ref == text_ref(big) and p.refs[ref] == big
+    assert p.report.tokens_after <= p.report.budget
+    off = plan(msgs, window=2048, policy=Policy())
+    (plain,) = [m["content"] for m in off.messages if m["role"] == "user"]
+    assert "hash=" not in plain and off.refs == {}

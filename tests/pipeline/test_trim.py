@@ -271,7 +271,7 @@ def test_shrink_text_one_huge_line_cuts_characters() -> None:
 
 def test_last_resort_levels_the_largest_texts() -> None:
     messages = [sys(1000), tool("a", 1000), user(10)]
-    out, changes, fits = last_resort(messages, 1200, count, count_text, protect={2})
+    out, changes, fits, _ = last_resort(messages, 1200, count, count_text, protect={2})
     assert fits and out[2] is messages[2]
     sizes = [count(m) for m in out[:2]]
     assert abs(sizes[0] - sizes[1]) < 100 and {i for i, *_ in changes} == {0, 1}
