@@ -82,7 +82,11 @@ def decide(body: dict[str, Any], h: Any) -> Step:
 
 
 @dataclass
-class FakeRetriever:
+class Scripted:
+    """What the scripted upstreams of every format share: the requests they got, and how a
+    continuation round is steered by headers (fail, hang until the proxy goes, a first round
+    that waits)."""
+
     requests: list[Recorded] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -92,19 +96,20 @@ class FakeRetriever:
             self.requests.clear()
         self.cancelled.clear()
 
-    def app(self) -> Starlette:
-        return Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
-
-    async def chat(self, request: Request) -> Response:
+    async def record(self, request: Request) -> Recorded:
         rec = await recorded(request)
         with self.lock:
             self.requests.append(rec)
-        body = orjson.loads(rec.body)
+        return rec
+
+    async def steered(
+        self, request: Request, served: int, failure: dict[str, Any]
+    ) -> Response | None:
+        """The answer the headers ask for instead of the model's (`failure`: the format's
+        error body, sent with a 500), or None."""
         h = request.headers
-        served = rounds_served(body.get("messages") or [])
         if served and h.get("x-script-fail-round") == str(served):
-            error = {"message": "scripted failure", "type": "server_error", "code": "boom"}
-            return JSONResponse({"error": error}, status_code=500)
+            return JSONResponse(failure, status_code=500)
         if served and h.get("x-script-hang-round") == str(served):
             while (await request.receive())["type"] != "http.disconnect":
                 pass
@@ -112,6 +117,24 @@ class FakeRetriever:
             return Response(status_code=499)
         if not served and h.get("x-script-delay"):
             await asyncio.sleep(float(h["x-script-delay"]))
+        return None
+
+
+FAILURE = {"error": {"message": "scripted failure", "type": "server_error", "code": "boom"}}
+
+
+@dataclass
+class FakeRetriever(Scripted):
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+
+    async def chat(self, request: Request) -> Response:
+        rec = await self.record(request)
+        body = orjson.loads(rec.body)
+        h = request.headers
+        served = rounds_served(body.get("messages") or [])
+        if (early := await self.steered(request, served, FAILURE)) is not None:
+            return early
         step = decide(body, h)
         usage: dict[str, Any] = {
             "prompt_tokens": len(rec.body) // 4,

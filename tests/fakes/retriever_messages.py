@@ -30,10 +30,8 @@ by headers:
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -43,8 +41,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.fakes.anthropic import SIGNATURE, THINKING, sse
-from tests.fakes.retriever import HASH, NAME, paced
-from tests.fakes.upstream import Recorded, recorded
+from tests.fakes.retriever import HASH, NAME, Scripted, paced
 
 OUTPUT_TOKENS = 7
 REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"
@@ -115,18 +112,13 @@ def decide(body: dict[str, Any], h: Any, served: int) -> list[dict[str, Any]]:
     return [{"type": "text", "text": "Plain answer."}]
 
 
-@dataclass
-class FakeMessagesRetriever:
-    url: str = ""
-    requests: list[Recorded] = field(default_factory=list)
-    sent: bytes = b""  # the latest stream's bytes, as written
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+FAILURE = {"type": "error", "error": {"type": "api_error", "message": "scripted failure"}}
 
-    def reset(self) -> None:
-        with self.lock:
-            self.requests.clear()
-        self.cancelled.clear()
+
+@dataclass
+class FakeMessagesRetriever(Scripted):
+    url: str = ""
+    sent: bytes = b""  # the latest stream's bytes, as written
 
     def app(self) -> Starlette:
         return Starlette(
@@ -137,28 +129,16 @@ class FakeMessagesRetriever:
         )
 
     async def count(self, request: Request) -> Response:
-        rec = await recorded(request)
-        with self.lock:
-            self.requests.append(rec)
+        rec = await self.record(request)
         return JSONResponse({"input_tokens": len(rec.body) // 4})
 
     async def messages(self, request: Request) -> Response:
-        rec = await recorded(request)
-        with self.lock:
-            self.requests.append(rec)
+        rec = await self.record(request)
         body = orjson.loads(rec.body)
         h = request.headers
         served = rounds_served(body.get("messages") or [])
-        if served and h.get("x-script-fail-round") == str(served):
-            error = {"type": "api_error", "message": "scripted failure"}
-            return JSONResponse({"type": "error", "error": error}, status_code=500)
-        if served and h.get("x-script-hang-round") == str(served):
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            self.cancelled.set()
-            return Response(status_code=499)
-        if not served and h.get("x-script-delay"):
-            await asyncio.sleep(float(h["x-script-delay"]))
+        if (early := await self.steered(request, served, FAILURE)) is not None:
+            return early
         content = decide(body, h, served)
         cached = int(h.get("x-script-cached", "0"))
         usage = {

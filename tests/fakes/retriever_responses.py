@@ -25,10 +25,8 @@ usage (input tokens: body bytes / 4). Every request is recorded. Steered by head
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import re
-import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,8 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.retriever import HASH, NAME, Step, paced
-from tests.fakes.upstream import Recorded, recorded
+from tests.fakes.retriever import HASH, NAME, Scripted, Step, paced
 
 OUTPUT_TOKENS = 7
 REASONING_TOKENS = 2
@@ -162,40 +159,31 @@ def events(response: dict[str, Any], cut: bool) -> list[bytes]:
     return [sse({**e, "sequence_number": n}) for n, e in enumerate(out)]
 
 
+FAILURE = {
+    "error": {"message": "scripted failure", "type": "server_error", "code": "boom", "param": None}
+}
+
+
 @dataclass
-class FakeResponsesRetriever:
-    requests: list[Recorded] = field(default_factory=list)
+class FakeResponsesRetriever(Scripted):
     sent: list[bytes] = field(default_factory=list)  # each stream's bytes, as written
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def reset(self) -> None:
+        super().reset()
         with self.lock:
-            self.requests.clear()
             self.sent.clear()
-        self.cancelled.clear()
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/v1/responses", self.responses, methods=["POST"])])
 
     async def responses(self, request: Request) -> Response:
-        rec = await recorded(request)
-        with self.lock:
-            self.requests.append(rec)
+        rec = await self.record(request)
         body = orjson.loads(rec.body)
         h = request.headers
         served = rounds_served(input_items(body))
-        if served and h.get("x-script-fail-round") == str(served):
-            error = {"message": "scripted failure", "type": "server_error", "code": "boom"}
-            return JSONResponse({"error": {**error, "param": None}}, status_code=500)
-        if served and h.get("x-script-hang-round") == str(served):
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            self.cancelled.set()
-            return Response(status_code=499)
-        if not served and h.get("x-script-delay"):
-            await asyncio.sleep(float(h["x-script-delay"]))
+        if (early := await self.steered(request, served, FAILURE)) is not None:
+            return early
         response = self.response(body, decide(body, h), served, h, len(rec.body) // 4)
         if body.get("stream"):
             cut = h.get("x-script-cut-round") == str(served)
