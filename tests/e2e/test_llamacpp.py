@@ -20,6 +20,7 @@ from openai import OpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.overflow import Overflow, parse_overflow
+from proxy.pipeline.refs import text_ref
 from tests.conftest import CORPUS
 from tests.e2e.conftest import CONFIGURED_WINDOW, MODEL, N_CTX, Llama, ProxyFactory
 from tests.e2e.tap import Tap
@@ -327,4 +328,5 @@ def test_one_huge_prompt_is_cut_in_its_middle_and_answered(
     assert reply.usage is not None and reply.usage.prompt_tokens <= N_CTX - 16
     sent = tap.chats()[-1].json()["messages"][-1]["content"]
     assert sent.startswith(log[:100]) and sent.endswith("Summarise this log in one sentence.")
-    assert "omitted by shrink-proxy ...]" in sent
+    # The marker names the whole message, kept for retrieval (GET /v1/retrieve or the tool).
+    assert f"omitted by shrink-proxy. Retrieve more: hash={text_ref(prompt)} ...]" in sent
