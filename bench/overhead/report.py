@@ -256,16 +256,19 @@ def print_rss(b: Bench) -> None:
     print()
 
 
-def scraped(server: Server, family: str, label: str) -> float | None:
-    """One sample of a server's /metrics, e.g. `shrink_cache_entries`, `cache="retrieval"`."""
-    import re
+def scraped(server: Server, name: str, **labels: str) -> float | None:
+    """One sample of a server's /metrics, e.g. `shrink_cache_entries`, cache="retrieval"."""
     import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
 
     with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as r:
         text = r.read().decode()
-    labels = rf"\{{[^}}]*{label}[^}}]*\}}" if label else ""
-    m = re.search(rf"^{family}{labels} (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return None
 
 
 def print_store(b: Bench, names: list[str]) -> dict[str, Any]:
@@ -274,9 +277,9 @@ def print_store(b: Bench, names: list[str]) -> dict[str, Any]:
     print('== retrieval store after the run (shrink_cache_*{cache="retrieval"})')
     for name in names:
         server = b.servers[name]
-        entries = scraped(server, "shrink_cache_entries", 'cache="retrieval"')
-        held = scraped(server, "shrink_retrieval_store_bytes", "")
-        evicted = scraped(server, "shrink_retrieval_store_evicted_total", "")
+        entries = scraped(server, "shrink_cache_entries", cache="retrieval")
+        held = scraped(server, "shrink_retrieval_store_bytes")
+        evicted = scraped(server, "shrink_retrieval_store_evicted_total")
         out[name] = {"entries": entries, "bytes": held, "evicted": evicted}
         mb = None if held is None else held / 1e6
         print(
