@@ -17,6 +17,7 @@ import pytest
 
 from proxy.app import create_app
 from proxy.pipeline.refs import refs_in, text_ref
+from proxy.retrieval.rounds import NOT_RUN
 from proxy.retrieval.tool import MESSAGES_TOOL, NAME
 from proxy.settings import Settings
 from tests.fakes.anthropic import SIGNATURE
@@ -159,11 +160,14 @@ def test_thinking_goes_back_byte_for_byte_and_reaches_the_client(proxy, script):
 def test_beside_client_tools_the_client_gets_only_its_own_call(proxy, script):
     raw = create(proxy(), headers={"x-script-both": "1"})
     out = raw.parse()
-    # Round one called both; the continuation saw only the retrieval call and its result.
+    # Round one called both; the continuation echoed the round whole (as the API wants it with
+    # thinking) and answered the client's call NOT_RUN beside the retrieval's page.
     assert len(script.requests) == 2
     said, results = sent(script, 1)["messages"][-2:]
-    assert [b.get("name") for b in said["content"] if b["type"] == "tool_use"] == [NAME]
-    assert [b["tool_use_id"] for b in results["content"]] == ["toolu_0_1"]
+    assert [b.get("name") for b in said["content"] if b["type"] == "tool_use"] == ["run", NAME]
+    assert [b["tool_use_id"] for b in results["content"]] == ["toolu_0_0", "toolu_0_1"]
+    assert results["content"][0]["content"] == NOT_RUN
+    assert results["content"][1]["content"].startswith(f"[shrink_retrieve hash={REF}")
     # The client: round one's text, then the call it can answer (made again), nothing of ours.
     uses = [b for b in out.content if b.type == "tool_use"]
     assert [(u.name, u.input, u.id) for u in uses] == [("run", {"cmd": "ls"}, "toolu_1_0")]
@@ -354,8 +358,9 @@ def test_stream_beside_client_tools_the_client_gets_only_its_own_call(proxy, scr
     headers = {"x-script-both": "1", **({"x-script-thinking": "1"} if thinking else {})}
     events, final = stream(proxy(), headers=headers)
     assert len(script.requests) == 2
-    said = sent(script, 1)["messages"][-2]
-    assert [b.get("name") for b in said["content"] if b["type"] == "tool_use"] == [NAME]
+    said, results = sent(script, 1)["messages"][-2:]
+    assert [b.get("name") for b in said["content"] if b["type"] == "tool_use"] == ["run", NAME]
+    assert [b["content"] for b in results["content"]][0] == NOT_RUN
     uses = [b for b in final.content if b.type == "tool_use"]
     assert [(u.name, u.input, u.id) for u in uses] == [("run", {"cmd": "ls"}, "toolu_1_0")]
     assert final.stop_reason == "tool_use" and texts(final.content) == "Looking. "

@@ -20,6 +20,7 @@ from bench.responses_form import to_responses
 from proxy.app import create_app
 from proxy.pipeline.refs import refs_in, text_ref
 from proxy.retrieval.responses_items import RESPONSES_SHAPE, summed
+from proxy.retrieval.rounds import NOT_RUN
 from proxy.retrieval.tool import NAME, RESPONSES_TOOL
 from proxy.settings import Settings
 from tests.fakes.retriever_responses import (
@@ -236,14 +237,22 @@ def test_beside_client_tools_the_client_gets_only_its_own_call(proxy, script, st
     calls = [i for i in output if i.type == "function_call"]
     assert [(c.name, orjson.loads(c.arguments)) for c in calls] == [("run", {"cmd": "ls"})]
     assert calls[0].call_id == "call_1_0"  # the call the model made again, after the retrieval
-    # Round one called both; the continuation saw only the retrieval call and its result.
+    # Round one called both; the continuation kept the round's items as produced (a reasoning
+    # item stays followed by what followed it) and answered the client's call NOT_RUN.
     assert len(script.requests) == 2
     appended = sent(script, 1)["input"][len(sent(script, 0)["input"]) :]
     assert [(i["type"], i.get("name")) for i in appended] == [
         ("message", None),
+        ("function_call", "run"),
         ("function_call", NAME),
         ("function_call_output", None),
+        ("function_call_output", None),
     ]
+    theirs, ours = appended[3:]
+    assert theirs["call_id"] == appended[1]["call_id"] and theirs["output"] == NOT_RUN
+    assert ours["call_id"] == appended[2]["call_id"] and ours["output"].startswith(
+        f"[shrink_retrieve hash={REF}"
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -390,3 +399,26 @@ def test_first_text_is_not_held_behind_a_round(proxy, script) -> None:
                 seen.set()
                 break
     assert seen.is_set() and time.monotonic() - started < 2.5  # the whole script takes > 5 s
+
+
+def test_the_client_s_custom_and_function_calls_are_answered_not_run_others_left_out() -> None:
+    """A reasoning item stays followed by what followed it (Responses refuses one without its
+    following item); Codex's custom tools get their own output type; kinds with outputs of
+    their own shapes (computer, shell) are left out, as the model makes them again."""
+    from proxy.retrieval.responses_items import calls_in, said
+
+    reasoning = {"type": "reasoning", "id": "rs_1", "encrypted_content": ENCRYPTED, "summary": []}
+    patch = {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** x"}
+    ours = {"type": "function_call", "call_id": "c2", "name": NAME, "arguments": '{"hash":"x"}'}
+    computer = {"type": "computer_call", "call_id": "c3", "action": {}}
+    output = [reasoning, patch, ours, computer]
+    assert said(output) == [reasoning, patch, ours]
+    calls = calls_in(output)
+    assert [(c.id, c.name, c.kind, c.arguments) for c in calls] == [
+        ("c1", "apply_patch", "custom", "*** x"),
+        ("c2", NAME, "function", '{"hash":"x"}'),
+    ]
+    assert RESPONSES_SHAPE.results(calls, [NOT_RUN, "page"]) == [
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": NOT_RUN},
+        {"type": "function_call_output", "call_id": "c2", "output": "page"},
+    ]

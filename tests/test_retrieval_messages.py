@@ -16,7 +16,7 @@ from proxy.flow import dump_deep
 from proxy.pipeline.refs import text_ref
 from proxy.retrieval.messages import MESSAGES_SHAPE, said, summed_usage
 from proxy.retrieval.messages_stream import MessagesStream, Turn
-from proxy.retrieval.rounds import Call, Rounds
+from proxy.retrieval.rounds import NOT_RUN, Call, Rounds
 from proxy.retrieval.store import MemoryStore
 from proxy.retrieval.tool import MESSAGES_TOOL, NAME
 from proxy.settings import Settings
@@ -78,15 +78,21 @@ def test_a_continuation_holds_the_turn_and_one_user_message_of_results(tokens, r
         {"type": "tool_use", "id": "toolu_c", "name": "run", "input": {}},
         {"type": "tool_use", "id": "toolu_1", "name": NAME, "input": {"hash": "ab" * 12}},
     ]
-    calls = [call(0), Call("toolu_1", NAME, orjson.dumps({"hash": "ab" * 12}).decode())]
+    calls = [
+        call(0),
+        Call("toolu_c", "run", "{}"),
+        Call("toolu_1", NAME, orjson.dumps({"hash": "ab" * 12}).decode()),
+    ]
     body = orjson.loads(asyncio.run(r.next_body(store, [said(blocks, calls)], calls)))
     turn, results = body["messages"][1:]
-    # As produced, less the client's call and the empty text block the API would refuse.
-    assert turn == {"role": "assistant", "content": [blocks[0], blocks[2], blocks[4]]}
+    # Echoed whole (as the API wants it with thinking), less the empty text block it refuses.
+    assert turn == {"role": "assistant", "content": [blocks[0], *blocks[2:]]}
     assert results["role"] == "user"
-    first, second = results["content"]
-    assert [first["tool_use_id"], second["tool_use_id"]] == ["toolu_0", "toolu_1"]
+    first, theirs, second = results["content"]
+    ids = [first["tool_use_id"], theirs["tool_use_id"], second["tool_use_id"]]
+    assert ids == ["toolu_0", "toolu_c", "toolu_1"]
     assert first["content"].startswith(f"[shrink_retrieve hash={REF}: lines 1-")
+    assert theirs["content"] == NOT_RUN  # the client's call: not run, made again later
     assert "was not issued" in second["content"]
     assert r.added <= room  # the pages fit the room the prompt left
     assert {k: v for k, v in body.items() if k != "messages"} == {
@@ -168,7 +174,9 @@ def test_a_text_block_after_a_call_is_held_and_given_out_in_order(tokens):
 def test_a_round_that_calls_ours_swallows_its_calls_and_end_but_not_later_text(tokens):
     events = [start(), *use(0, "run"), *use(1, NAME), *text(2, "b"), *end("tool_use")]
     out, turn = fold(rounds(tokens), events)
-    assert turn.continuing and turn.done and [c.id for c in turn.ours] == ["toolu_1"]
+    # Both calls are answered in the continuation: ours with a page, the client's NOT_RUN.
+    assert turn.continuing and turn.done
+    assert [(c.id, c.name) for c in turn.ours] == [("toolu_0", "run"), ("toolu_1", NAME)]
     got = parsed(out)
     assert [e["type"] for e in got] == [
         "message_start", "content_block_start", "content_block_delta", "content_block_stop"

@@ -2,11 +2,11 @@
 model calls `shrink_retrieve`, the proxy answers from the store and continues the generation
 upstream, at most `retrieve_rounds` times; the client sees one message and never the call.
 
-A continuation is the body as sent plus, per round served, the round's assistant message (its
-content blocks as the model produced them: thinking with its signature, redacted_thinking, text,
-our tool_use blocks; the client's tool_use blocks of that round are left out, since only the
-client could answer them: the model makes them again) and ONE user message holding a
-`tool_result` block per retrieval call (`MESSAGES_SHAPE`).
+A continuation is the body as sent plus, per round served, the round's assistant message echoed
+whole, as the API wants it with thinking (its content blocks as the model produced them:
+thinking with its signature, redacted_thinking, text, every tool_use block) and ONE user message
+holding a `tool_result` block per tool_use (`MESSAGES_SHAPE`): a page for ours, for a call of
+the client's `NOT_RUN` (the proxy cannot run it; the model makes it again).
 
 The client's answer joins the rounds: the first round's `id` and `model`; `content` is every
 continued round's blocks less its tool_use blocks (ours, and the client's the model re-issues),
@@ -64,25 +64,26 @@ def is_ours(block: Any) -> bool:
 
 
 def call_of(block: dict[str, Any], n: int, arguments: str | None = None) -> Call:
-    """A retrieval tool_use block as a Call (`arguments`: its raw input JSON, from a stream)."""
+    """A tool_use block as a Call (`arguments`: its raw input JSON, from a stream)."""
     ident = block.get("id")
     ident = ident if isinstance(ident, str) and ident else f"toolu_shrink_{n}"
     if arguments is None:  # Messages' input is JSON itself, never a JSON string as chat's
         arguments = orjson.dumps(block.get("input", {})).decode()
-    return Call(ident, NAME, arguments)
+    name = block.get("name")
+    return Call(ident, name if isinstance(name, str) else "", arguments)
 
 
 def said(blocks: list[Any], calls: list[Call]) -> dict[str, Any]:
-    """The assistant message of a round served: its blocks as produced, less the client's
-    tool_use (unanswerable in the continuation) and empty text blocks (which the API refuses);
-    our tool_use blocks carry the ids their results answer."""
+    """The assistant message of a round served: its blocks as produced, less empty text blocks
+    (which the API refuses); each tool_use block (`calls`, in order) carries the id its result
+    answers."""
     ids = iter(calls)
     content = []
     for block in blocks:
-        if is_ours(block):
+        if is_use(block):
             call = next(ids)
             content.append(block if block.get("id") == call.id else {**block, "id": call.id})
-        elif not is_use(block) and not (
+        elif not (
             isinstance(block, dict) and block.get("type") == "text" and block.get("text") == ""
         ):
             content.append(block)

@@ -14,7 +14,6 @@ from proxy.retrieval.messages import (
     call_of,
     continues,
     finished,
-    is_ours,
     is_use,
     said,
 )
@@ -30,9 +29,9 @@ class MessagesFold:
         if not continues(content, obj.get("stop_reason"), rounds):
             return None
         assert isinstance(content, list)
-        ours = [call_of(b, n) for n, b in enumerate(content) if is_ours(b)]
+        calls = [call_of(b, n) for n, b in enumerate(content) if is_use(b)]
         self.earlier += [b for b in content if not is_use(b)]
-        return Step(ours, [said(content, ours)])
+        return Step(calls, [said(content, calls)])
 
     def answer(
         self, obj: dict[str, Any], first: dict[str, Any], rounds: Rounds, data: bytes

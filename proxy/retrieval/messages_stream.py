@@ -225,7 +225,7 @@ class MessagesStream(RoundStream):
         rounds = self.rounds
         if ours and rounds.can_continue and stop != "max_tokens" and not turn.failed:
             turn.continuing = True
-            turn.ours = list(turn.calls(ours).values())
+            turn.ours = list(turn.calls(sorted(uses)).values())  # theirs answered NOT_RUN
             return self.release(turn, uses)
         out = self.release(turn, ours)
         changed = False

@@ -1,8 +1,9 @@
 """The in-flight retrieval loop of an OpenAI Responses request (`/v1/responses`): when the
 model's output holds `function_call` items of `shrink_retrieve`, the proxy answers them from
 the store and continues the generation upstream (the same body; its `input` followed by the
-round's output items as produced, the client's own calls of that round left out, and one
-`function_call_output` per retrieval call), at most `retrieve_rounds` times. The client gets
+round's output items as produced, and an output per call: a page for ours, NOT_RUN for the
+client's function and custom tool calls beside it, whose other kinds are left out), at most
+`retrieve_rounds` times. The client gets
 one response and never sees the call.
 
 The answer is the last round's response (its `id` is the stored response whose history is
@@ -22,7 +23,7 @@ from typing import Any
 import orjson
 
 from proxy.retrieval.loop import Step
-from proxy.retrieval.responses_items import finished, ours_in, said, shown
+from proxy.retrieval.responses_items import calls_in, finished, ours_in, said, shown
 from proxy.retrieval.rounds import Rounds, upstream_error
 
 
@@ -37,7 +38,7 @@ class ResponsesFold:
         if not ours or not rounds.can_continue or obj.get("status") not in (None, "completed"):
             return None
         self.before += shown(output)
-        return Step(ours, said(output))
+        return Step(calls_in(output), said(output))
 
     def answer(
         self, obj: dict[str, Any], first: dict[str, Any], rounds: Rounds, data: bytes

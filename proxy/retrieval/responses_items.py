@@ -26,7 +26,8 @@ CLIENT_CALLS = frozenset(
 
 
 def result(call: Call, reply: str) -> dict[str, Any]:
-    return {"type": "function_call_output", "call_id": call.id, "output": reply}
+    kind = "custom_tool_call_output" if call.kind == "custom" else "function_call_output"
+    return {"type": kind, "call_id": call.id, "output": reply}
 
 
 def items(body: dict[str, Any]) -> list[Any]:
@@ -56,20 +57,37 @@ def is_client_call(item: Any) -> bool:
     return isinstance(item, dict) and item.get("type") in CLIENT_CALLS and not is_ours(item)
 
 
+# The client's calls a continuation answers NOT_RUN (kept, so that a reasoning item is followed
+# by what followed it); other kinds (computer, shell, MCP approval) have outputs of their own
+# shapes and are left out, as the model makes them again.
+ANSWERED = {"function_call": "function", "custom_tool_call": "custom"}
+
+
+def answered(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") in ANSWERED
+
+
 def call_of(item: dict[str, Any], i: int) -> Call:
     call_id = item.get("call_id") or item.get("id") or f"call_shrink_{i}"
-    return Call(str(call_id), NAME, as_text(item.get("arguments")))
+    name = item["name"] if isinstance(item.get("name"), str) else ""
+    args = item.get("arguments") if item.get("type") != "custom_tool_call" else item.get("input")
+    return Call(str(call_id), name, as_text(args), ANSWERED.get(str(item.get("type")), "function"))
 
 
 def ours_in(output: list[Any]) -> list[Call]:
     return [call_of(item, i) for i, item in enumerate(output) if is_ours(item)]
 
 
+def calls_in(output: list[Any]) -> list[Call]:
+    """The calls a continuation answers, in order: ours, and the client's `ANSWERED` kinds."""
+    return [call_of(item, i) for i, item in enumerate(output) if answered(item)]
+
+
 def said(output: list[Any]) -> list[Any]:
     """A continued round's output items for the continuation, as produced (reasoning with its
-    `encrypted_content`, messages, our calls), without the client's calls: those the model
-    makes again once it has read the retrieval."""
-    return [item for item in output if not is_client_call(item)]
+    `encrypted_content`, messages, our calls and the client's function and custom tool calls,
+    which are answered NOT_RUN), less the client's calls of other kinds."""
+    return [item for item in output if answered(item) or not is_client_call(item)]
 
 
 def shown(output: list[Any]) -> list[Any]:

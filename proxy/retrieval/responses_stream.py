@@ -2,17 +2,17 @@
 
 Streaming stays streaming: text, reasoning and every other item's events go to the client as
 they arrive; only the items of calls (`function_call` and the client's other calls, see
-`CLIENT_CALLS`) are held, from their `response.output_item.added` to the round's end, since
-only then is it known whether the model called `shrink_retrieve`. A round without such a call
-goes out as it came: the held events just before its last event, the same bytes wherever no
-number had to change. A round that called it and may continue is swallowed from there: our
-calls, the client's calls of that round (the model makes them again), its
-`response.completed`. The calls are served, the next round opened upstream and its events
+`CLIENT_CALLS`) are held, from their `response.output_item.added` to the round's end, since only
+then is it known whether the model called `shrink_retrieve`. A round without such a call goes
+out as it came: the held events just before its last event, the same bytes wherever no number
+had to change. A round that called it and may continue is swallowed from there: our calls, the
+client's calls of that round (answered NOT_RUN in the continuation; the model makes them again),
+its `response.completed`. The calls are served, the next round opened upstream and its events
 forwarded into the same stream: its `response.created` / `in_progress` suppressed, every
-`output_index` and `sequence_number` renumbered so that they run on from the last one the
-client saw. The last event (`response.completed`, or `failed` / `incomplete`) keeps the first
-round's id (the openai SDK refuses a stream whose response id changes) and `created_at`, and
-holds the output of every round the client saw, with usage summed over rounds.
+`output_index` and `sequence_number` renumbered so that they run on from the last one the client
+saw. The last event (`response.completed`, or `failed` / `incomplete`) keeps the first round's
+id (the openai SDK refuses a stream whose response id changes) and `created_at`, and holds the
+output of every round the client saw, with usage summed over rounds.
 
 A continuation's failure, or an upstream stream that ends without its last event, ends the
 stream with the Responses error event, never a hang; a client that leaves cancels the loop
@@ -31,10 +31,11 @@ from proxy.errors import ProxyError, responses_sse_error_frame
 from proxy.exchange import Exchange
 from proxy.relay import Relay
 from proxy.retrieval.responses_items import (
+    answered,
     call_of,
+    calls_in,
     is_client_call,
     is_ours,
-    ours_in,
     output_text,
     said,
     summed,
@@ -220,7 +221,8 @@ class ResponsesStream(RoundStream):
         if ours and obj.get("type") == "response.completed" and self.rounds.can_continue:
             turn.continuing = True
             turn.output = output
-            turn.ours = ours_in(output) or [call_of(turn.held_item(i), i) for i in sorted(ours)]
+            held = [i for i in sorted(turn.held) if answered(turn.held_item(i))]
+            turn.ours = calls_in(output) or [call_of(turn.held_item(i), i) for i in held]
             turn.usage = usage
             self.keep_shown(turn, output)
             return b""

@@ -28,6 +28,13 @@ NO_ROOM = (
     "shrink_retrieve: no room is left in the context window for more retrieved text; answer "
     "with what you have."
 )
+# The answer to a call of the client's made beside ours, where the format wants the round's
+# message echoed whole (Messages with thinking; Responses' reasoning items with what follows
+# them): the proxy cannot run it, the client never sees it, and the model makes it again.
+NOT_RUN = (
+    "Not run: shrink-proxy answered shrink_retrieve first. Make this call again if you still "
+    "need it."
+)
 # A body this large is parsed off the event loop (see proxy.planner on a big body's parse).
 THREAD_PARSE_BYTES = 1 << 20
 ERROR_BODY_LIMIT = 64 * 1024
@@ -40,6 +47,7 @@ class Call:
     id: str
     name: str
     arguments: str
+    kind: str = "function"  # Responses' custom tools are answered by another item type
 
     def wire(self) -> dict[str, Any]:
         return {
@@ -119,11 +127,13 @@ class Rounds:
     async def next_body(
         self, store: Store, said: list[Any], calls: list[Call], text: str | None = None
     ) -> bytes:
-        """Serve `calls` (all retrieval calls) and the body that continues the generation:
+        """Serve `calls` (the round's retrieval calls, and in the formats that echo a round whole
+        the client's calls beside them) and the body that continues the generation:
         the body as sent, every round's `said` items and its results. `text`: what the round
         showed the client, kept for a non-stream answer that joins every round's text."""
         grown = sum(self.counter.count_message(item) for item in said)
-        share = (self.room - self.added - grown) // len(calls)
+        ours = sum(1 for c in calls if c.name == NAME) or 1  # the others are answered NOT_RUN
+        share = (self.room - self.added - grown) // ours
         replies = [await self.page(store, call, share) for call in calls]
         results = self.shape.results(calls, replies)
         self.added += grown + sum(self.counter.count_message(r) for r in results)
@@ -142,7 +152,10 @@ class Rounds:
 
     async def page(self, store: Store, call: Call, room: int) -> str:
         """The tool result for one call, a page that fits `room` tokens: a first guess of four
-        bytes a token, then smaller pages (as counted) until one fits; a refusal is short."""
+        bytes a token, then smaller pages (as counted) until one fits; a refusal is short. A
+        call of the client's (the formats that echo a round whole) is answered NOT_RUN."""
+        if call.name != NAME:
+            return NOT_RUN
         if room < MIN_PAGE_TOKENS:
             return NO_ROOM
         max_bytes = min(self.settings.retrieve_page_bytes, room * 4)
