@@ -422,3 +422,43 @@ def test_the_client_s_custom_and_function_calls_are_answered_not_run_others_left
         {"type": "custom_tool_call_output", "call_id": "c1", "output": NOT_RUN},
         {"type": "function_call_output", "call_id": "c2", "output": "page"},
     ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reasoning_item_our_call_followed_goes_to_the_continuation_not_the_client(
+    proxy, script, stream
+) -> None:
+    """The API refuses a reasoning item without its following item: round one's reasoning,
+    followed by our call alone, is the continuation's, and the client's history never holds
+    it (Codex sends its history back, store off); the answering round's reasoning is shown."""
+    client = proxy()
+    headers = {"x-script-reasoning": "1", "x-script-silent": "1"}
+    if stream:
+        events = stream_events(client, headers)
+        output = [i.model_dump() for i in events[-1].response.output]
+        added = [e.item.id for e in events if e.type == "response.output_item.added"]
+        assert added == [i["id"] for i in output]  # what was streamed is what completed lists
+    else:
+        output = [i.model_dump() for i in create(client, headers).parse().output]
+    assert [(i["type"], i["id"]) for i in output] == [
+        ("reasoning", "rs_round1"),
+        ("message", "msg_round1"),
+    ]
+    appended = sent(script, 1)["input"][len(sent(script, 0)["input"]) :]
+    assert [(i["type"], i.get("id")) for i in appended[:2]] == [
+        ("reasoning", "rs_round0"),
+        ("function_call", "fc_round0_0"),
+    ]
+    assert appended[0]["encrypted_content"] == f"{ENCRYPTED}0"
+
+
+def test_a_round_without_our_call_keeps_its_reasoning_in_order_byte_for_byte(proxy, script):
+    """A reasoning item is held only until the next item is announced: without our call, the
+    round goes out as it came."""
+    client = proxy()
+    url = str(client.base_url).rstrip("/") + "/responses"
+    body = {**BODY, "stream": True, "store": False}
+    headers = {"x-script-reasoning": "1", "x-script-silent": "1", "x-script-quiet": "1"}
+    got = httpx.post(url, json=body, headers={**headers, "x-script-both": "1"}).content
+    assert got == script.sent[-1]
+    assert b'"type":"reasoning"' in got and b'"name":"run"' in got

@@ -90,9 +90,25 @@ def said(output: list[Any]) -> list[Any]:
     return [item for item in output if answered(item) or not is_client_call(item)]
 
 
+def is_call(item: Any) -> bool:
+    return is_ours(item) or is_client_call(item)
+
+
 def shown(output: list[Any]) -> list[Any]:
-    """What the client sees of a continued round: its items without any call."""
-    return [item for item in output if not is_ours(item) and not is_client_call(item)]
+    """What the client sees of a continued round: its items without any call, nor a reasoning
+    item a call followed (the API refuses a reasoning item without its following item, so the
+    client's history must not hold one; the continuation has it, with its call)."""
+    return [
+        item
+        for n, item in enumerate(output)
+        if not is_call(item)
+        and not (
+            isinstance(item, dict)
+            and item.get("type") == "reasoning"
+            and n + 1 < len(output)
+            and is_call(output[n + 1])
+        )
+    ]
 
 
 def output_text(output: list[Any]) -> str:

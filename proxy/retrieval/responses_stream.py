@@ -78,6 +78,10 @@ class Turn:
     ours: list[Call] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     moved: bool = False  # an event's number was changed: the last one must agree
+    # A reasoning item held until the next item says what follows it: the API refuses a
+    # reasoning item without its following item, so one that a call of a continued round
+    # follows is never the client's (its history would hold an orphan).
+    reasoning: int | None = None
 
     def held_item(self, i: int) -> Any:
         """A held item as done, or as announced with the arguments streamed so far."""
@@ -172,12 +176,21 @@ class ResponsesStream(RoundStream):
         i = obj.get("output_index")
         if not isinstance(i, int) or isinstance(i, bool):
             return self.emit(e, obj, turn)
+        released = b""
         if kind == "response.output_item.added" and i not in turn.where and i not in turn.held:
             item = obj.get("item")
             if is_ours(item) or is_client_call(item):
                 turn.held[i] = [(e, obj)]
                 turn.added[i] = item
+                turn.reasoning = None  # held on with the call: it goes, or stays, with it
                 return b""
+            if turn.reasoning is not None:  # followed by what is not a call: it is the client's
+                released = self.flush_only(turn, turn.reasoning)
+            if isinstance(item, dict) and item.get("type") == "reasoning":
+                turn.held[i] = [(e, obj)]
+                turn.added[i] = item
+                turn.reasoning = i
+                return released
             turn.where[i] = self.index
             self.index += 1
         if kind == "response.output_item.done":
@@ -191,7 +204,18 @@ class ResponsesStream(RoundStream):
             return b""
         if kind == "response.output_item.done" and i in turn.where:
             self.shown[turn.where[i]] = obj.get("item")
-        return self.emit(e, obj, turn, turn.where.get(i))
+        return released + self.emit(e, obj, turn, turn.where.get(i))
+
+    def flush_only(self, turn: Turn, i: int) -> bytes:
+        """One held item's events (a reasoning item the client may have), given the next
+        index."""
+        turn.reasoning = None
+        events = turn.held.pop(i, [])
+        turn.where[i] = self.index
+        self.index += 1
+        if i in turn.items:
+            self.shown[turn.where[i]] = turn.items[i]
+        return b"".join(self.emit(e, obj, turn, turn.where[i]) for e, obj in events)
 
     def flush(self, turn: Turn, drop: set[int]) -> bytes:
         """The held items' events, but those in `drop`, each item given the next index."""
@@ -203,6 +227,7 @@ class ResponsesStream(RoundStream):
                 self.shown[turn.where[i]] = turn.items[i]
             out += [self.emit(e, obj, turn, turn.where[i]) for e, obj in turn.held[i]]
         turn.held.clear()
+        turn.reasoning = None
         return b"".join(out)
 
     def end(self, e: bytes, obj: dict[str, Any], turn: Turn) -> bytes:

@@ -14,6 +14,8 @@ usage (input tokens: body bytes / 4). Every request is recorded. Steered by head
   x-script-bad-args: 1      our call's arguments are not JSON
   x-script-quiet: 1         never call shrink_retrieve (a plain answer, or the client's tool)
   x-script-reasoning: 1     a reasoning item (with encrypted_content) opens each round's output
+  x-script-silent: 1        a round that calls a tool writes no text first (its reasoning, if
+                            any, is followed by the call)
   x-script-output-text: 1   the JSON response carries `output_text` (some servers add it)
   x-script-fail-round: N    answer continuation round N (1 = the first) with a 500
   x-script-hang-round: N    hold continuation round N until the proxy goes away
@@ -219,7 +221,7 @@ class FakeResponsesRetriever(Scripted):
                     "encrypted_content": f"{ENCRYPTED}{served}",
                 }
             )
-        if step.text:
+        if step.text and not (h.get("x-script-silent") and step.calls):
             output.append(
                 {
                     "type": "message",
