@@ -7,19 +7,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
+from typing import Any
 
 import httpx
 import openai
 import orjson
 import pytest
 
-from proxy.app import create_app
 from proxy.pipeline.refs import refs_in, text_ref
 from proxy.retrieval.tool import CHAT_TOOL, NAME
-from proxy.settings import Settings
-from tests.fakes.retriever import COMPLETION_TOKENS, FakeRetriever
-from tests.fakes.server import serve
+from tests.fakes.retriever import COMPLETION_TOKENS, FakeRetriever, proxies, running
 from tests.test_shrink_http import BIG_LOG, conversation
 
 TOOLS = [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}]
@@ -29,9 +26,7 @@ FIRST_LINE = BIG_LOG.splitlines()[0]
 
 @pytest.fixture(scope="module")
 def script_server() -> Iterator[FakeRetriever]:
-    fake = FakeRetriever()
-    with serve(fake.app()) as url:
-        fake.url = url  # type: ignore[attr-defined]
+    with running(FakeRetriever()) as fake:
         yield fake
 
 
@@ -42,18 +37,12 @@ def script(script_server: FakeRetriever) -> FakeRetriever:
 
 
 @pytest.fixture
-def proxy(script: FakeRetriever) -> Iterator:
+def proxy(script: FakeRetriever) -> Iterator[Any]:
     """proxy(**settings) -> an OpenAI client of a proxy in front of the scripted upstream."""
-    with ExitStack() as stack:
-
-        def start(**overrides) -> openai.OpenAI:
-            overrides.setdefault("upstream_url", script.url + "/v1")  # type: ignore[attr-defined]
-            overrides.setdefault("discover_window", False)
-            overrides.setdefault("tool_max_tokens", 256)
-            url = stack.enter_context(serve(create_app(Settings(**overrides))))
-            client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=30)
-            return stack.enter_context(client)
-
+    with proxies(
+        script.url,
+        lambda url: openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=30),
+    ) as start:
         yield start
 
 

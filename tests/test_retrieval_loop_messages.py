@@ -8,21 +8,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from typing import Any
 
 import anthropic
 import httpx
 import pytest
 
-from proxy.app import create_app
 from proxy.pipeline.refs import refs_in, text_ref
 from proxy.retrieval.rounds import NOT_RUN
 from proxy.retrieval.tool import MESSAGES_TOOL, NAME
-from proxy.settings import Settings
 from tests.fakes.anthropic import SIGNATURE
+from tests.fakes.retriever import proxies, running
 from tests.fakes.retriever_messages import OUTPUT_TOKENS, REDACTED, FakeMessagesRetriever
-from tests.fakes.server import serve
 from tests.test_shrink_http import BIG_LOG
 
 MODEL = "claude-fake-1"
@@ -54,9 +51,7 @@ def conversation() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def script_server() -> Iterator[FakeMessagesRetriever]:
-    fake = FakeMessagesRetriever()
-    with serve(fake.app()) as url:
-        fake.url = url
+    with running(FakeMessagesRetriever()) as fake:
         yield fake
 
 
@@ -69,16 +64,10 @@ def script(script_server: FakeMessagesRetriever) -> FakeMessagesRetriever:
 @pytest.fixture
 def proxy(script: FakeMessagesRetriever) -> Iterator[Any]:
     """proxy(**settings) -> an Anthropic client of a proxy in front of the scripted upstream."""
-    with ExitStack() as stack:
-
-        def start(**overrides: Any) -> anthropic.Anthropic:
-            overrides.setdefault("upstream_url", script.url + "/v1")
-            overrides.setdefault("discover_window", False)
-            overrides.setdefault("tool_max_tokens", 256)
-            url = stack.enter_context(serve(create_app(Settings(**overrides))))
-            client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0, timeout=30)
-            return stack.enter_context(client)
-
+    with proxies(
+        script.url,
+        lambda url: anthropic.Anthropic(base_url=url, api_key="k", max_retries=0, timeout=30),
+    ) as start:
         yield start
 
 

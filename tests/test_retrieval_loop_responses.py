@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from typing import Any
 
 import httpx
@@ -17,19 +16,17 @@ import orjson
 import pytest
 
 from bench.responses_form import to_responses
-from proxy.app import create_app
 from proxy.pipeline.refs import refs_in, text_ref
 from proxy.retrieval.responses_items import RESPONSES_SHAPE, summed
 from proxy.retrieval.rounds import NOT_RUN
 from proxy.retrieval.tool import NAME, RESPONSES_TOOL
-from proxy.settings import Settings
+from tests.fakes.retriever import proxies, running
 from tests.fakes.retriever_responses import (
     ENCRYPTED,
     OUTPUT_TOKENS,
     REASONING_TOKENS,
     FakeResponsesRetriever,
 )
-from tests.fakes.server import serve
 from tests.test_shrink_http import BIG_LOG, conversation
 
 CHAT_TOOLS = [{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}]
@@ -43,9 +40,7 @@ FIRST_LINE = BIG_LOG.splitlines()[0]
 
 @pytest.fixture(scope="module")
 def script_server() -> Iterator[FakeResponsesRetriever]:
-    fake = FakeResponsesRetriever()
-    with serve(fake.app()) as url:
-        fake.url = url  # type: ignore[attr-defined]
+    with running(FakeResponsesRetriever()) as fake:
         yield fake
 
 
@@ -58,16 +53,10 @@ def script(script_server: FakeResponsesRetriever) -> FakeResponsesRetriever:
 @pytest.fixture
 def proxy(script: FakeResponsesRetriever) -> Iterator[Any]:
     """proxy(**settings) -> an OpenAI client of a proxy in front of the scripted upstream."""
-    with ExitStack() as stack:
-
-        def start(**overrides: Any) -> openai.OpenAI:
-            overrides.setdefault("upstream_url", script.url + "/v1")  # type: ignore[attr-defined]
-            overrides.setdefault("discover_window", False)
-            overrides.setdefault("tool_max_tokens", 256)
-            url = stack.enter_context(serve(create_app(Settings(**overrides))))
-            client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=30)
-            return stack.enter_context(client)
-
+    with proxies(
+        script.url,
+        lambda url: openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0, timeout=30),
+    ) as start:
         yield start
 
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from starlette.applications import Starlette
@@ -31,6 +33,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.app import create_app
+from proxy.settings import Settings
+from tests.fakes.server import serve
 from tests.fakes.upstream import Recorded, recorded
 
 NAME = "shrink_retrieve"
@@ -87,9 +92,13 @@ class Scripted:
     continuation round is steered by headers (fail, hang until the proxy goes, a first round
     that waits)."""
 
+    url: str = ""  # where it runs, once `running`
     requests: list[Recorded] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def app(self) -> Starlette:
+        raise NotImplementedError
 
     def reset(self) -> None:
         with self.lock:
@@ -209,3 +218,30 @@ async def paced(events: list[bytes], delay: float):
         yield e
         if delay:
             await asyncio.sleep(delay)
+
+
+S = TypeVar("S", bound=Scripted)
+
+
+@contextmanager
+def running(fake: S) -> Iterator[S]:
+    """The scripted upstream under uvicorn on 127.0.0.1 (its `url` set) while the block runs."""
+    with serve(fake.app()) as url:
+        fake.url = url
+        yield fake
+
+
+@contextmanager
+def proxies(upstream: str, client: Callable[[str], Any]) -> Iterator[Callable[..., Any]]:
+    """start(**settings) -> `client(url)` of a proxy in front of `upstream`, each proxy under
+    uvicorn on 127.0.0.1; all closed when the block ends."""
+    with ExitStack() as stack:
+
+        def start(**overrides: Any) -> Any:
+            overrides.setdefault("upstream_url", upstream + "/v1")
+            overrides.setdefault("discover_window", False)
+            overrides.setdefault("tool_max_tokens", 256)
+            url = stack.enter_context(serve(create_app(Settings(**overrides))))
+            return stack.enter_context(client(url))
+
+        yield start

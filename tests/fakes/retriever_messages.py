@@ -117,7 +117,6 @@ FAILURE = {"type": "error", "error": {"type": "api_error", "message": "scripted 
 
 @dataclass
 class FakeMessagesRetriever(Scripted):
-    url: str = ""
     sent: bytes = b""  # the latest stream's bytes, as written
 
     def app(self) -> Starlette:
