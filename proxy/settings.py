@@ -472,3 +472,10 @@ def settings_table() -> str:
             shown = "" if default is None else f"`{default}`"
         rows.append(f"| `{env}` | {shown} | {f.description or ''} |")
     return "\n".join(rows)
+
+
+def child_environment() -> dict[str, str]:
+    """The environment of a command the MCP server runs: this process's, less the proxy's own
+    configuration (`SHRINK_*`: the upstream and inbound keys are there). Read here, with every
+    other variable the proxy reads. Not a sandbox: only what is not the command's."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SHRINK_")}

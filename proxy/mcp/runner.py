@@ -27,6 +27,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
+from proxy.settings import child_environment
+
 CHUNK = 64 * 1024
 KILL_GRACE = 1.0  # seconds between SIGTERM and SIGKILL of a timed-out group
 LINGER = 0.5  # seconds output may still arrive after the command exited (its children's)
@@ -203,12 +205,6 @@ def _signal(pgid: int, sig: int) -> bool:
     except PermissionError:  # a member changed its uid (setuid): nothing more we may do
         return False
     return True
-
-
-def child_environment() -> dict[str, str]:
-    """The command's environment: the server's, less its own configuration (`SHRINK_*`: the
-    upstream and inbound keys are there). Not a sandbox: only what is not the command's."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("SHRINK_")}
 
 
 def _failed_start(began: float, why: str) -> Run:
