@@ -451,3 +451,25 @@ def test_a_round_without_our_call_keeps_its_reasoning_in_order_byte_for_byte(pro
     got = httpx.post(url, json=body, headers={**headers, "x-script-both": "1"}).content
     assert got == script.sent[-1]
     assert b'"type":"reasoning"' in got and b'"name":"run"' in got
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_at_the_round_limit_our_call_goes_with_the_reasoning_it_followed(
+    proxy, script, stream
+) -> None:
+    """The last round's call of ours is taken out unserved; the reasoning item right before it
+    goes too, or the client's history would hold a reasoning item without its following item."""
+    client = proxy(retrieve_rounds=1)
+    headers = {"x-script-reasoning": "1", "x-script-silent": "1", "x-script-always": "1"}
+    if stream:
+        events = stream_events(client, headers)
+        output = [i.model_dump() for i in events[-1].response.output]
+        assert not [e for e in events if e.type == "response.output_item.added"]
+    else:
+        raw = create(client, headers)
+        assert raw.headers["x-shrink-retrieve-limit"] == "reached"
+        output = [i.model_dump() for i in raw.parse().output]
+    assert output == [] and len(script.requests) == 2
+    # The continuation had round one's reasoning with its call.
+    appended = sent(script, 1)["input"][len(sent(script, 0)["input"]) :]
+    assert [i["type"] for i in appended] == ["reasoning", "function_call", "function_call_output"]

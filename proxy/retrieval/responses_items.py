@@ -111,6 +111,22 @@ def shown(output: list[Any]) -> list[Any]:
     ]
 
 
+def is_reasoning(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "reasoning"
+
+
+def without_ours(output: list[Any]) -> list[Any]:
+    """A round's output as the client gets it when our calls are taken out unserved (the round
+    limit): without them, nor a reasoning item that one of them followed, which would be an
+    orphan in the client's history."""
+    return [
+        item
+        for n, item in enumerate(output)
+        if not is_ours(item)
+        and not (is_reasoning(item) and n + 1 < len(output) and is_ours(output[n + 1]))
+    ]
+
+
 def output_text(output: list[Any]) -> str:
     """The SDK's `output_text`: every output_text part of the assistant's messages, joined."""
     return "".join(
@@ -157,7 +173,7 @@ def finished(
     (when the client's response began); its id stays the last round's (see the module's doc)."""
     output = obj.get("output")
     output = output if isinstance(output, list) else []
-    own = [item for item in output if not is_ours(item)]
+    own = without_ours(output)
     if len(own) < len(output):
         rounds.limited = True
     if not rounds.served and len(own) == len(output):

@@ -36,6 +36,7 @@ from proxy.retrieval.responses_items import (
     calls_in,
     is_client_call,
     is_ours,
+    is_reasoning,
     output_text,
     said,
     summed,
@@ -124,7 +125,7 @@ class ResponsesStream(RoundStream):
         an error event, since the client would wait for the end."""
         if turn.done:
             return b"", None
-        out = self.flush(turn, {i for i in turn.held if is_ours(turn.held_item(i))})
+        out = self.flush(turn, self.unserved(turn))
         return out, StreamCut(
             "The upstream's stream ended before its last event (response.completed)."
         )
@@ -217,6 +218,13 @@ class ResponsesStream(RoundStream):
             self.shown[turn.where[i]] = turn.items[i]
         return b"".join(self.emit(e, obj, turn, turn.where[i]) for e, obj in events)
 
+    def unserved(self, turn: Turn) -> set[int]:
+        """The held items that never reach the client: our calls, and a reasoning item one of
+        them followed (an orphan in the client's history without it)."""
+        ours = {i for i in turn.held if is_ours(turn.held_item(i))}
+        held = turn.held
+        return ours | {i for i in held if i + 1 in ours and is_reasoning(turn.held_item(i))}
+
     def flush(self, turn: Turn, drop: set[int]) -> bytes:
         """The held items' events, but those in `drop`, each item given the next index."""
         out = []
@@ -251,7 +259,7 @@ class ResponsesStream(RoundStream):
             turn.usage = usage
             self.keep_shown(turn, output)
             return b""
-        out = self.flush(turn, ours)
+        out = self.flush(turn, self.unserved(turn))
         if ours:
             self.rounds.limited = True
         self.keep_shown(turn, output)
